@@ -1,0 +1,236 @@
+"""Declarative configuration: runtime profiles, model endpoints and the local server.
+
+``profiles.yaml`` is validated into frozen pydantic models (``extra="forbid"``); every error
+names the file and the field.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from subagent_lab.contracts import CONTRACTS
+from subagent_lab.types import ConfigError, ModelChoice
+
+READONLY_TOOLS: frozenset[str] = frozenset({"Read", "Grep", "Glob"})
+FORBIDDEN_IN_SUBAGENTS: frozenset[str] = frozenset(
+    {"Task", "Edit", "Write", "Bash", "MultiEdit", "NotebookEdit", "TodoWrite", "WebFetch"}
+)
+DEFAULT_SERVER_URL = "http://127.0.0.1:8765/v1"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ModelConfig(_Frozen):
+    """One OpenAI-compatible endpoint and how to talk to it."""
+
+    base_url: str | None = None
+    """Endpoint URL; None means the embedded local server (see ``server``)."""
+    model: str
+    """Model id sent to the endpoint (for the embedded server: the alias)."""
+    api_key_env: str | None = None
+    """Name of the environment variable holding the key; the key itself never sits in YAML."""
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    seed: int | None = 0
+    max_output_tokens: int = Field(default=1024, gt=0)
+    price_per_mtok_input: float = Field(default=0.0, ge=0.0)
+    price_per_mtok_output: float = Field(default=0.0, ge=0.0)
+    tool_protocol: Literal["native", "json"] = "json"
+    """``native``: ``tools=``/``tool_calls``; ``json``: one JSON action per turn, schema-constrained."""
+    constrain_output: bool = True
+    """Send ``response_format`` with a JSON schema (json protocol); turn off for servers without it."""
+    timeout_s: float = Field(default=180.0, gt=0)
+    max_retries: int = Field(default=2, ge=0, le=10)
+    context_window: int = Field(default=32768, gt=0)
+
+
+class RuntimeProfile(_Frozen):
+    """A child type: what it may use, how far it may go, what it must return."""
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    system_prompt: str = Field(min_length=1)
+    tools: tuple[str, ...] = ("Read", "Grep", "Glob")
+    max_steps: int = Field(gt=0)
+    """Model calls in the working phase (grace and repair turns are counted apart)."""
+    context_token_budget: int = Field(gt=0)
+    """Upper bound on the prompt tokens of any single model call."""
+    total_token_budget: int = Field(gt=0)
+    """Upper bound on prompt + completion tokens over the whole run."""
+    model: ModelChoice = "light"
+    contract: str = "ExploreResult"
+    max_contract_repairs: int = Field(default=2, ge=0, le=10)
+    timeout_s: float = Field(default=900.0, gt=0)
+    """Wall-clock limit of the whole run."""
+    max_output_tokens: int | None = Field(default=None, gt=0)
+    """Per-call output cap; None takes the model's ``max_output_tokens``."""
+    require_grounded_evidence: bool = False
+    """When true, evidence that does not point at real lines triggers a contract repair."""
+    max_tool_calls_per_step: int = Field(default=4, gt=0)
+    loop_repeat_limit: int = Field(default=3, ge=2)
+    """A call identical to an earlier one this many times ends the run as ``loop_detected``."""
+    grace_turn: bool = True
+
+    @model_validator(mode="after")
+    def _invariants(self) -> RuntimeProfile:
+        forbidden = sorted(set(self.tools) & FORBIDDEN_IN_SUBAGENTS)
+        if forbidden:
+            raise ValueError(f"tools: a sub-agent profile may not hold {forbidden} (read-only, no delegation)")
+        unknown = sorted(set(self.tools) - READONLY_TOOLS)
+        if unknown:
+            raise ValueError(f"tools: unknown tools {unknown}; allowed are {sorted(READONLY_TOOLS)}")
+        if self.context_token_budget > self.total_token_budget:
+            raise ValueError(
+                f"context_token_budget ({self.context_token_budget}) must be <= "
+                f"total_token_budget ({self.total_token_budget})"
+            )
+        if self.contract not in CONTRACTS:
+            raise ValueError(f"contract: unknown contract {self.contract!r}; known: {sorted(CONTRACTS)}")
+        return self
+
+
+class ServerConfig(_Frozen):
+    """The embedded llama.cpp server."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, gt=0, lt=65536)
+    n_ctx: int = Field(default=16384, gt=0)
+    n_threads: int | None = None
+    startup_timeout_s: float = Field(default=300.0, gt=0)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+
+class LabConfig(_Frozen):
+    """Everything in ``profiles.yaml``."""
+
+    models: dict[str, ModelConfig | None]
+    profiles: dict[str, RuntimeProfile]
+    server: ServerConfig = ServerConfig()
+    trace_dir: str = "runs"
+    """Where traces go, relative to the config file's directory."""
+    source: str | None = None
+    """The file this was loaded from (filled in by the loader)."""
+
+    @model_validator(mode="after")
+    def _models_defined(self) -> LabConfig:
+        if self.models.get("main") is None:
+            raise ValueError("models.main: the main model must be defined")
+        unknown = sorted(set(self.models) - {"light", "main"})
+        if unknown:
+            raise ValueError(f"models: only 'light' and 'main' are model choices, got {unknown}")
+        for name, profile in self.profiles.items():
+            if profile.name != name:
+                raise ValueError(f"profiles.{name}.name: must equal its key {name!r}")
+        return self
+
+    def profile(self, name: str) -> RuntimeProfile:
+        """The profile called ``name``; a clear error lists the known ones."""
+        try:
+            return self.profiles[name]
+        except KeyError:
+            raise ConfigError(f"unknown profile {name!r}; known: {sorted(self.profiles)}") from None
+
+    def resolve_model(self, choice: ModelChoice) -> tuple[ModelChoice, ModelConfig, bool]:
+        """The model used for ``choice``: (choice actually used, its config, fell back?)."""
+        cfg = self.models.get(choice)
+        if cfg is not None:
+            return choice, cfg, False
+        main = self.models["main"]
+        assert main is not None  # guaranteed by _models_defined
+        return "main", main, True
+
+    def endpoint_url(self, cfg: ModelConfig) -> str:
+        return cfg.base_url or self.server.base_url
+
+    def trace_root(self) -> Path:
+        base = Path(self.source).parent if self.source else Path.cwd()
+        return (base / self.trace_dir).resolve()
+
+
+def _apply_env_overrides(raw: dict[str, Any], env: Mapping[str, str]) -> None:
+    models = raw.setdefault("models", {}) or {}
+    raw["models"] = models
+    for choice, prefix in (("main", "LLM_"), ("light", "LIGHT_LLM_")):
+        base, model_id = env.get(f"{prefix}BASE_URL"), env.get(f"{prefix}MODEL_ID")
+        key_set = f"{prefix}API_KEY" in env
+        if not (base or model_id or key_set):
+            continue
+        entry = dict(models.get(choice) or {})
+        if base:
+            entry["base_url"] = base
+        if model_id:
+            entry["model"] = model_id
+        if key_set:
+            entry["api_key_env"] = f"{prefix}API_KEY"
+        models[choice] = entry
+
+
+def _format_validation(path: Path, exc: ValidationError) -> str:
+    lines = [f"{path}: invalid configuration"]
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        lines.append(f"  {loc or '(root)'}: {err['msg']}")
+    return "\n".join(lines)
+
+
+def _load_prompt_files(raw: dict[str, Any], base: Path, path: Path) -> None:
+    for name, prof in (raw.get("profiles") or {}).items():
+        if isinstance(prof, dict) and "system_prompt_file" in prof:
+            prompt_path = base / str(prof.pop("system_prompt_file"))
+            try:
+                prof.setdefault("system_prompt", prompt_path.read_text(encoding="utf-8"))
+            except OSError as exc:
+                raise ConfigError(
+                    f"{path}: profiles.{name}.system_prompt_file: cannot read {prompt_path}: {exc.strerror}"
+                ) from None
+        if isinstance(prof, dict):
+            prof.setdefault("name", name)
+
+
+def load_config(path: str | Path | None = None, *, env: Mapping[str, str] | None = None) -> LabConfig:
+    """Load and validate ``profiles.yaml`` (default: ``$SUBAGENT_LAB_CONFIG`` or the repo's file)."""
+    env = os.environ if env is None else env
+    path = Path(path or env.get("SUBAGENT_LAB_CONFIG") or default_config_path()).resolve()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read configuration: {exc.strerror}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{path}:{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping with 'models' and 'profiles'")
+    _load_prompt_files(raw, path.parent, path)
+    _apply_env_overrides(raw, env)
+    raw["source"] = str(path)
+    try:
+        return LabConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_format_validation(path, exc)) from None
+
+
+def default_config_path() -> Path:
+    """The repository's ``profiles.yaml`` (next to the package), else one in the working directory."""
+    repo_file = Path(__file__).resolve().parent.parent / "profiles.yaml"
+    return repo_file if repo_file.exists() else Path.cwd() / "profiles.yaml"
+
+
+def config_json_schema() -> dict[str, Any]:
+    """JSON schema of ``profiles.yaml`` for editors (``subagent-lab schema``)."""
+    schema = LabConfig.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "subagent_lab profiles.yaml"
+    return schema

@@ -1,0 +1,175 @@
+"""Core value types shared by every layer: messages, tool calls, usage, terminal reasons.
+
+This module depends on nothing else in the package.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+TerminalReason = Literal[
+    "completed",
+    "max_steps",
+    "token_budget",
+    "context_budget",
+    "timeout",
+    "invalid_output",
+    "model_error",
+    "loop_detected",
+    "cancelled",
+    "crashed",
+]
+"""Why a run ended. ``crashed`` is a harness bug (an unexpected exception), kept apart from
+``model_error`` so a broken tool is never blamed on the model."""
+
+RunStatus = Literal["completed", "partial", "failed"]
+ModelChoice = Literal["light", "main"]
+ToolOutcomeStatus = Literal["ok", "error", "denied"]
+
+LIMIT_REASONS: frozenset[str] = frozenset(
+    {"max_steps", "token_budget", "context_budget", "loop_detected"}
+)
+"""Limits after which the loop grants one grace turn to collect partial findings."""
+
+
+class ToolCall(BaseModel):
+    """One tool invocation requested by the model."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    raw_arguments: str | None = None
+    """The argument text as the model produced it, kept when it failed to parse as JSON."""
+
+    def signature(self) -> str:
+        """A stable key identifying the call, used for loop detection."""
+        import json
+
+        return f"{self.name}:{json.dumps(self.arguments, sort_keys=True, default=str)}"
+
+
+class Message(BaseModel):
+    """A chat message in the provider-neutral form the loop keeps."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    name: str | None = None
+    """For ``tool`` messages: the tool's name."""
+
+
+class Usage(BaseModel):
+    """Token usage of one or more model calls."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    estimated: bool = False
+    """True when at least one figure was estimated because the provider omitted ``usage``."""
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            estimated=self.estimated or other.estimated,
+        )
+
+
+class ModelRequest(BaseModel):
+    """Everything a model needs for one completion."""
+
+    messages: list[Message]
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    """OpenAI-style function schemas; empty for a turn without tools (grace, repair)."""
+    final_schema: dict[str, Any] | None = None
+    """JSON schema of the final answer (the contract), for providers that constrain output."""
+    max_tokens: int = 1024
+    temperature: float = 0.0
+    seed: int | None = 0
+    timeout_s: float = 120.0
+
+
+class ModelResponse(BaseModel):
+    """One completion, normalised."""
+
+    text: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    finish_reason: str = "stop"
+    model_id: str = ""
+    latency_s: float = 0.0
+    attempts: int = 1
+    """HTTP attempts made, retries included."""
+    parse_ok: bool = True
+    """False when the provider's output could not be parsed into a text or an action."""
+
+
+class ToolOutcome(BaseModel):
+    """What running (or refusing) one tool call produced; ``text`` is what the model sees."""
+
+    status: ToolOutcomeStatus
+    text: str
+    truncated: bool = False
+
+
+# --- termination: a small exception family, caught in one place by the loop ---------------
+
+
+class Stop(Exception):  # noqa: N818 - a control-flow signal, not an error
+    """Ends a run. Raised inside a step, caught only by the loop, turned into a value."""
+
+    reason: TerminalReason = "completed"
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class Finished(Stop):
+    """The model produced a valid contract."""
+
+    reason: TerminalReason = "completed"
+
+    def __init__(self, payload: dict[str, Any]) -> None:
+        super().__init__("contract accepted")
+        self.payload = payload
+
+
+class LimitReached(Stop):
+    """A budget or guard tripped; the loop may grant a grace turn."""
+
+    def __init__(self, reason: TerminalReason, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+
+
+class ModelFailed(Stop):
+    """The model endpoint failed after the allowed retries (or with a non-retryable error)."""
+
+    reason: TerminalReason = "model_error"
+
+
+class OutputInvalid(Stop):
+    """The contract was still invalid after the allowed repairs."""
+
+    reason: TerminalReason = "invalid_output"
+
+
+class Cancelled(Stop):
+    """The caller cancelled the run."""
+
+    reason: TerminalReason = "cancelled"
+
+
+class ConfigError(ValueError):
+    """A configuration file or value is invalid; the message names the file and the field."""

@@ -18,7 +18,7 @@ def _check_evidence_items(items: list[str]) -> list[str]:
     bad = [item for item in items if not EVIDENCE_RE.match(item.strip())]
     if bad:
         raise ValueError(
-            f"evidence items must look like 'relative/path.py:12' or 'relative/path.py:12-20'; got {bad[:3]!r}"
+            f"evidence items must look like 'path/file.py:12' or 'path/file.py:12-20'; got {bad[:3]!r}"
         )
     return [item.strip() for item in items]
 
@@ -116,9 +116,7 @@ def parse_contract(text: str, contract: str) -> ContractCheck:
     try:
         model = CONTRACTS[contract].model_validate(data)
     except ValidationError as exc:
-        errors = [
-            f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}" for err in exc.errors()
-        ]
+        errors = [f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}" for err in exc.errors()]
         return ContractCheck(valid=False, errors=errors)
     return ContractCheck(valid=True, payload=model.model_dump(mode="json"))
 

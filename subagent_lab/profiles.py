@@ -82,7 +82,9 @@ class RuntimeProfile(_Frozen):
     def _invariants(self) -> RuntimeProfile:
         forbidden = sorted(set(self.tools) & FORBIDDEN_IN_SUBAGENTS)
         if forbidden:
-            raise ValueError(f"tools: a sub-agent profile may not hold {forbidden} (read-only, no delegation)")
+            raise ValueError(
+                f"tools: a sub-agent profile may not hold {forbidden} (read-only, no delegation)"
+            )
         unknown = sorted(set(self.tools) - READONLY_TOOLS)
         if unknown:
             raise ValueError(f"tools: unknown tools {unknown}; allowed are {sorted(READONLY_TOOLS)}")

@@ -28,9 +28,7 @@ RunStatus = Literal["completed", "partial", "failed"]
 ModelChoice = Literal["light", "main"]
 ToolOutcomeStatus = Literal["ok", "error", "denied"]
 
-LIMIT_REASONS: frozenset[str] = frozenset(
-    {"max_steps", "token_budget", "context_budget", "loop_detected"}
-)
+LIMIT_REASONS: frozenset[str] = frozenset({"max_steps", "token_budget", "context_budget", "loop_detected"})
 """Limits after which the loop grants one grace turn to collect partial findings."""
 
 
@@ -125,7 +123,7 @@ class ToolOutcome(BaseModel):
 # --- termination: a small exception family, caught in one place by the loop ---------------
 
 
-class Stop(Exception):  # noqa: N818 - a control-flow signal, not an error
+class Stop(Exception):
     """Ends a run. Raised inside a step, caught only by the loop, turned into a value."""
 
     reason: TerminalReason = "completed"

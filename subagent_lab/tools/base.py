@@ -59,7 +59,7 @@ def _args_model(name: str, fn: Callable[..., Any]) -> type[BaseModel]:
             raise TypeError(f"tool {name}: parameter {pname!r} needs a type annotation")
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[pname] = (param.annotation, Field(default, description=docs.get(pname)))
-    return create_model(  # type: ignore[call-overload, no-any-return]
+    return create_model(
         f"{name}Args", __config__=ConfigDict(extra="forbid", strict=False), **fields
     )
 

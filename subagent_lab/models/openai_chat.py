@@ -1,0 +1,290 @@
+"""The OpenAI-compatible chat adapter: native tool calls or a schema-constrained JSON action protocol."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+import openai
+
+from subagent_lab.context import estimate_messages, estimate_text
+from subagent_lab.models.base import ModelCallError
+from subagent_lab.types import ModelRequest, ModelResponse, ToolCall, Usage
+
+JSON_PROTOCOL = """
+## How to act
+Reply with exactly one JSON object per turn, nothing else.
+To call a tool: {"tool": "<tool name>", "arguments": {<arguments>}}
+To give your final answer: {"final": <the final JSON object described above>}
+Tools:
+"""
+_RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+_UNSUPPORTED_KEYS = {"title", "default", "maxLength", "maxItems", "pattern", "examples", "description"}
+
+
+def _inline_refs(schema: Any, defs: dict[str, Any]) -> Any:
+    """Inline ``$ref``s and drop keywords grammar converters handle poorly (they stay in the prompt)."""
+    if isinstance(schema, dict):
+        if "$ref" in schema:
+            return _inline_refs(defs[schema["$ref"].split("/")[-1]], defs)
+        return {
+            k: _inline_refs(v, defs) for k, v in schema.items() if k not in _UNSUPPORTED_KEYS and k != "$defs"
+        }
+    if isinstance(schema, list):
+        return [_inline_refs(v, defs) for v in schema]
+    return schema
+
+
+def decoding_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A self-contained, simplified copy of ``schema`` for constrained decoding."""
+    result: dict[str, Any] = _inline_refs(schema, schema.get("$defs", {}))
+    return result
+
+
+def action_schema(tools: list[dict[str, Any]], final_schema: dict[str, Any] | None) -> dict[str, Any]:
+    """The JSON action protocol: one of the tool calls, or the final answer."""
+    options: list[dict[str, Any]] = []
+    for tool in tools:
+        fn = tool["function"]
+        options.append(
+            {
+                "type": "object",
+                "properties": {
+                    "tool": {"const": fn["name"]},
+                    "arguments": decoding_schema(fn["parameters"]),
+                },
+                "required": ["tool", "arguments"],
+            }
+        )
+    final = decoding_schema(final_schema) if final_schema else {"type": "object"}
+    options.append({"type": "object", "properties": {"final": final}, "required": ["final"]})
+    return options[0] if len(options) == 1 else {"anyOf": options}
+
+
+def _tool_lines(tools: list[dict[str, Any]]) -> str:
+    lines = []
+    for tool in tools:
+        fn = tool["function"]
+        params = fn["parameters"].get("properties", {})
+        required = set(fn["parameters"].get("required", []))
+        args = ", ".join(
+            f"{name}{'' if name in required else '?'}: {spec.get('type', 'any')}"
+            + (f" ({spec['description']})" if spec.get("description") else "")
+            for name, spec in params.items()
+        )
+        lines.append(f"- {fn['name']}: {fn['description']} Arguments: {args}")
+    return "\n".join(lines)
+
+
+class OpenAIChatModel:
+    """Talks to one OpenAI-compatible endpoint through the ``openai`` client.
+
+    Retries (bounded, exponential backoff, ``Retry-After`` honoured) are done here rather than
+    inside the client so that every attempt is counted and visible in the trace.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        tool_protocol: str = "json",
+        constrain_output: bool = True,
+        max_retries: int = 2,
+        timeout_s: float = 180.0,
+        error_hint: str = "",
+        backoff_s: float = 1.0,
+    ) -> None:
+        self.base_url = base_url
+        self.model = model
+        self.tool_protocol = tool_protocol
+        self.constrain_output = constrain_output
+        self.max_retries = max_retries
+        self.timeout_s = timeout_s
+        self.error_hint = error_hint
+        self.backoff_s = backoff_s
+        self._client = openai.OpenAI(
+            base_url=base_url, api_key=api_key or "not-needed", max_retries=0, timeout=timeout_s
+        )
+
+    # --- request building -------------------------------------------------------------
+
+    def _messages(self, request: ModelRequest) -> list[dict[str, Any]]:
+        native = self.tool_protocol == "native"
+        out: list[dict[str, Any]] = []
+        for msg in request.messages:
+            if msg.role == "assistant" and msg.tool_calls:
+                if native:
+                    out.append(
+                        {
+                            "role": "assistant",
+                            "content": msg.content or None,
+                            "tool_calls": [
+                                {
+                                    "id": c.id,
+                                    "type": "function",
+                                    "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+                                }
+                                for c in msg.tool_calls
+                            ],
+                        }
+                    )
+                else:
+                    call = msg.tool_calls[0]
+                    out.append(
+                        {
+                            "role": "assistant",
+                            "content": json.dumps({"tool": call.name, "arguments": call.arguments}),
+                        }
+                    )
+            elif msg.role == "tool":
+                if native:
+                    out.append({"role": "tool", "tool_call_id": msg.tool_call_id, "content": msg.content})
+                else:
+                    out.append({"role": "user", "content": f"Result of {msg.name}:\n{msg.content}"})
+            else:
+                out.append({"role": msg.role, "content": msg.content})
+        if not native and out and out[0]["role"] == "system":
+            protocol = JSON_PROTOCOL + (_tool_lines(request.tools) if request.tools else "(none this turn)")
+            out[0] = {"role": "system", "content": out[0]["content"] + "\n" + protocol}
+        return out
+
+    def _kwargs(self, request: ModelRequest) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": self._messages(request),
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+            "timeout": min(request.timeout_s, self.timeout_s),
+        }
+        if request.seed is not None:
+            kwargs["seed"] = request.seed
+        if self.tool_protocol == "native":
+            if request.tools:
+                kwargs["tools"] = request.tools
+        elif self.constrain_output:
+            schema = action_schema(request.tools, request.final_schema)
+            # llama-cpp-python turns json_object + schema into a grammar; OpenAI-style servers
+            # ignore the extra key and still return JSON.
+            kwargs["response_format"] = {"type": "json_object", "schema": schema}
+        return kwargs
+
+    # --- the one method -----------------------------------------------------------------
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        kwargs = self._kwargs(request)
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                raw = self._client.chat.completions.create(**kwargs)
+                break
+            except openai.APIStatusError as exc:
+                retryable = exc.status_code in _RETRY_STATUS
+                message = f"HTTP {exc.status_code} from {self.base_url}: {exc.message}"
+                delay = self._retry_after(exc)
+            except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+                retryable = True
+                kind = "timed out" if isinstance(exc, openai.APITimeoutError) else "connection failed"
+                message = f"model endpoint {self.base_url} {kind}: {exc}"
+                delay = None
+            except openai.APIError as exc:  # malformed body, validation of the response
+                retryable, message, delay = True, f"bad response from {self.base_url}: {exc}", None
+            if not retryable or attempt > self.max_retries:
+                hint = f" ({self.error_hint})" if self.error_hint else ""
+                raise ModelCallError(
+                    message + hint,
+                    retryable=retryable,
+                    attempts=attempt,
+                    latency_s=time.monotonic() - started,
+                )
+            time.sleep(min(delay if delay is not None else self.backoff_s * 2 ** (attempt - 1), 30.0))
+        return self._parse(raw, request, attempts=attempt, latency=time.monotonic() - started)
+
+    @staticmethod
+    def _retry_after(exc: openai.APIStatusError) -> float | None:
+        value = exc.response.headers.get("retry-after") if exc.response is not None else None
+        try:
+            return float(value) if value is not None else None
+        except ValueError:
+            return None
+
+    def _parse(self, raw: Any, request: ModelRequest, *, attempts: int, latency: float) -> ModelResponse:
+        choice = raw.choices[0] if getattr(raw, "choices", None) else None
+        message = choice.message if choice is not None else None
+        text = (message.content or "") if message is not None else ""
+        usage = self._usage(raw, request, text)
+        response = ModelResponse(
+            text=text,
+            usage=usage,
+            finish_reason=(choice.finish_reason or "stop") if choice is not None else "error",
+            model_id=getattr(raw, "model", "") or self.model,
+            latency_s=latency,
+            attempts=attempts,
+            parse_ok=choice is not None,
+        )
+        if self.tool_protocol == "native":
+            calls = []
+            for call in (message.tool_calls if message is not None else None) or []:
+                try:
+                    args = json.loads(call.function.arguments or "{}")
+                    raw_args = None if isinstance(args, dict) else call.function.arguments
+                except json.JSONDecodeError:
+                    args, raw_args = {}, call.function.arguments
+                calls.append(
+                    ToolCall(
+                        id=call.id or f"call-{uuid.uuid4().hex[:8]}",
+                        name=call.function.name,
+                        arguments=args if isinstance(args, dict) else {},
+                        raw_arguments=raw_args,
+                    )
+                )
+            response.tool_calls = calls
+            return response
+        return self._parse_action(response)
+
+    @staticmethod
+    def _parse_action(response: ModelResponse) -> ModelResponse:
+        try:
+            action = json.loads(response.text)
+        except json.JSONDecodeError:
+            response.parse_ok = False
+            return response
+        if isinstance(action, dict) and isinstance(action.get("tool"), str):
+            args = action.get("arguments", {})
+            response.tool_calls = [
+                ToolCall(
+                    id=f"call-{uuid.uuid4().hex[:8]}",
+                    name=action["tool"],
+                    arguments=args if isinstance(args, dict) else {},
+                    raw_arguments=None if isinstance(args, dict) else json.dumps(args),
+                )
+            ]
+            response.text = ""
+        elif isinstance(action, dict) and "final" in action:
+            response.text = json.dumps(action["final"], ensure_ascii=False)
+        else:
+            response.parse_ok = False
+        return response
+
+    @staticmethod
+    def _usage(raw: Any, request: ModelRequest, text: str) -> Usage:
+        usage = getattr(raw, "usage", None)
+        if usage is not None and usage.prompt_tokens is not None:
+            details = getattr(usage, "prompt_tokens_details", None)
+            cached = getattr(details, "cached_tokens", None) or 0
+            return Usage(
+                prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens or 0,
+                cached_tokens=cached,
+            )
+        # The provider gave no usage: estimate, and say so.
+        return Usage(
+            prompt_tokens=estimate_messages(request.messages, request.tools),
+            completion_tokens=estimate_text(text),
+            estimated=True,
+        )

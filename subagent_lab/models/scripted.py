@@ -1,0 +1,67 @@
+"""A deterministic scripted model for unit tests (never used in the default path)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from subagent_lab.context import estimate_messages, estimate_text
+from subagent_lab.models.base import ModelCallError
+from subagent_lab.types import ModelRequest, ModelResponse, ToolCall, Usage
+
+Turn = ModelResponse | ModelCallError | Callable[[ModelRequest], ModelResponse]
+
+
+def tool_call(name: str, _id: str | None = None, **arguments: Any) -> ModelResponse:
+    """A turn that calls one tool."""
+    return ModelResponse(tool_calls=[ToolCall(id=_id or f"c-{name}", name=name, arguments=arguments)])
+
+
+def tool_calls(*calls: tuple[str, dict[str, Any]]) -> ModelResponse:
+    """A turn that calls several tools."""
+    return ModelResponse(
+        tool_calls=[
+            ToolCall(id=f"c{i}-{name}", name=name, arguments=args) for i, (name, args) in enumerate(calls)
+        ]
+    )
+
+
+def final(payload: dict[str, Any] | str) -> ModelResponse:
+    """A turn that answers with ``payload`` (a dict is JSON-encoded)."""
+    return ModelResponse(text=payload if isinstance(payload, str) else json.dumps(payload))
+
+
+class ScriptedModel:
+    """Pops scripted turns in order; fills in usage like a real server would.
+
+    Usage: prompt tokens = the harness's own estimate of the request (never more, so the budget
+    tests exercise the enforcement logic exactly), completion = the estimate of the reply,
+    capped at ``max_tokens`` as a real server caps generation.
+    """
+
+    def __init__(self, turns: Iterable[Turn], *, completion_tokens: int | None = None) -> None:
+        self.turns = list(turns)
+        self.requests: list[ModelRequest] = []
+        self.completion_tokens = completion_tokens
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        if not self.turns:
+            raise AssertionError("ScriptedModel ran out of turns")
+        turn = self.turns.pop(0)
+        if isinstance(turn, ModelCallError):
+            raise turn
+        response = turn(request) if callable(turn) and not isinstance(turn, ModelResponse) else turn
+        response = response.model_copy(deep=True)
+        if response.usage.total_tokens == 0:
+            body = response.text + "".join(json.dumps(c.arguments) + c.name for c in response.tool_calls)
+            completion = (
+                self.completion_tokens if self.completion_tokens is not None else estimate_text(body) + 5
+            )
+            response.usage = Usage(
+                prompt_tokens=estimate_messages(request.messages, request.tools),
+                completion_tokens=min(completion, request.max_tokens),
+            )
+        response.model_id = response.model_id or "scripted"
+        return response

@@ -264,6 +264,7 @@ def _call_model(
             model_id=response.model_id,
             text=response.text,
             parse_ok=response.parse_ok,
+            cache_hit=response.cache_hit,
             tool_calls=[c.model_dump() for c in response.tool_calls],
         )
     )

@@ -90,6 +90,7 @@ class ModelCalled(_Event):
     text: str = ""
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
     parse_ok: bool = True
+    cache_hit: bool = False
 
 
 class ModelCallFailed(_Event):

@@ -110,6 +110,8 @@ class ModelResponse(BaseModel):
     """HTTP attempts made, retries included."""
     parse_ok: bool = True
     """False when the provider's output could not be parsed into a text or an action."""
+    cache_hit: bool = False
+    """Served from the model-call cache (usage is what the original call spent)."""
 
 
 class ToolOutcome(BaseModel):

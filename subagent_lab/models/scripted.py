@@ -65,3 +65,16 @@ class ScriptedModel:
             )
         response.model_id = response.model_id or "scripted"
         return response
+
+
+class ScriptedFactory:
+    """A picklable model factory (for process and Dask executors): a fresh ScriptedModel per model.
+
+    ``turns`` maps a model choice (``light``/``main``) to its script; ``"*"`` serves any choice.
+    """
+
+    def __init__(self, turns: dict[str, list[ModelResponse]]) -> None:
+        self.turns = turns
+
+    def __call__(self, choice: str, cfg: object) -> ScriptedModel:
+        return ScriptedModel(list(self.turns.get(choice, self.turns.get("*", []))))

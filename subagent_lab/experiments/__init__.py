@@ -1,0 +1,1 @@
+"""Experiments: sweeps over tasks, models and budgets, their tables, summaries and plots."""

@@ -1,0 +1,108 @@
+"""Summaries and plots over a sweep table (pure functions of the DataFrame)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+GROUP = ["model_used", "variant"]
+
+
+def _p90(series: pd.Series) -> float:
+    return float(series.quantile(0.9)) if len(series) else float("nan")
+
+
+def summarize(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
+    """By model x variant: completion rate, median/p90 tokens, cost per completed run, quality."""
+    by = by or GROUP
+    if df.empty:
+        return pd.DataFrame()
+    grouped = df.groupby(by, dropna=False)
+    out = pd.DataFrame({
+        "runs": grouped.size(),
+        "completion_rate": grouped["status"].apply(lambda s: float((s == "completed").mean())),
+        "contract_valid_rate": grouped["contract_valid"].mean(),
+        "median_tokens": grouped["total_tokens"].median(),
+        "p90_tokens": grouped["total_tokens"].apply(_p90),
+        "mean_quality": grouped["quality"].mean(),
+        "mean_grounded": grouped["grounded_ratio"].mean(),
+        "median_elapsed_s": grouped["elapsed_s"].median(),
+    })
+    completed = df[df["status"] == "completed"].groupby(by, dropna=False)
+    out["cost_per_completed_usd"] = grouped["cost_usd"].sum() / completed.size().reindex(out.index).replace(0, pd.NA)
+    return out.reset_index()
+
+
+def terminal_reasons(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
+    """Share of runs ending with each terminal reason, per group."""
+    by = by or GROUP
+    if df.empty:
+        return pd.DataFrame()
+    counts = df.groupby(by, dropna=False)["terminal_reason"].value_counts(normalize=True)
+    return counts.unstack(fill_value=0.0).reset_index()
+
+
+def budget_curve(df: pd.DataFrame, budget: str = "total_token_budget") -> pd.DataFrame:
+    """Mean quality and completion rate against a budget column, per model."""
+    if df.empty:
+        return pd.DataFrame()
+    grouped = df.groupby(["model_used", budget], dropna=False)
+    return pd.DataFrame({
+        "mean_quality": grouped["quality"].mean(),
+        "completion_rate": grouped["status"].apply(lambda s: float((s == "completed").mean())),
+        "median_tokens": grouped["total_tokens"].median(),
+        "runs": grouped.size(),
+    }).reset_index()
+
+
+def headline(df: pd.DataFrame) -> pd.DataFrame:
+    """The per-run table a person reads first (the full table has ~50 columns)."""
+    cols = ["task_id", "model_used", "variant", "terminal_reason", "status", "steps", "total_tokens",
+            "contract_valid", "evidence_count", "grounded_ratio", "gold_recall_line", "quality", "elapsed_s",
+            "cache_hits"]
+    return df[[c for c in cols if c in df.columns]]
+
+
+def plot_terminal_reasons(df: pd.DataFrame, ax: Any = None) -> Any:
+    """Stacked bars: share of terminal reasons per model and variant."""
+    import matplotlib.pyplot as plt
+
+    table = terminal_reasons(df).set_index(GROUP)
+    ax = ax or plt.subplots(figsize=(7, 3.5))[1]
+    table.plot(kind="barh", stacked=True, ax=ax, colormap="tab10")
+    ax.set_xlabel("share of runs")
+    ax.set_title("How runs ended")
+    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize="small")
+    return ax
+
+
+def plot_tokens_vs_quality(df: pd.DataFrame, ax: Any = None) -> Any:
+    """Scatter of total tokens against quality, one colour per model."""
+    import matplotlib.pyplot as plt
+
+    ax = ax or plt.subplots(figsize=(5, 3.5))[1]
+    for model, part in df.groupby("model_used"):
+        ax.scatter(part["total_tokens"], part["quality"], label=str(model), alpha=0.7)
+    ax.set_xlabel("total tokens")
+    ax.set_ylabel("quality")
+    ax.set_ylim(-0.05, 1.05)
+    ax.legend()
+    ax.set_title("Tokens vs quality")
+    return ax
+
+
+def plot_budget_curve(df: pd.DataFrame, budget: str = "total_token_budget", ax: Any = None) -> Any:
+    """Quality against budget, one line per model."""
+    import matplotlib.pyplot as plt
+
+    curve = budget_curve(df, budget)
+    ax = ax or plt.subplots(figsize=(5, 3.5))[1]
+    for model, part in curve.groupby("model_used"):
+        ax.plot(part[budget], part["mean_quality"], marker="o", label=str(model))
+    ax.set_xlabel(budget)
+    ax.set_ylabel("mean quality")
+    ax.set_ylim(-0.05, 1.05)
+    ax.legend()
+    ax.set_title("Quality vs budget")
+    return ax

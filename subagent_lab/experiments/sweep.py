@@ -1,0 +1,271 @@
+"""Sweeps: tasks x models x profile variants x repeats, one persisted row per run.
+
+A sweep directory is keyed by its spec. Rows are appended to ``results.jsonl`` as runs finish
+(one flushed line each), so a killed sweep loses only the runs in flight; running the same spec
+again skips finished runs. Any ``concurrent.futures.Executor`` runs the grid, a Dask client's
+``get_executor()`` included: the unit of work is the picklable ``RunSpec`` and the top-level
+function ``execute_run``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from concurrent.futures import Executor, Future, ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field
+
+from subagent_lab.bench.scoring import score_run
+from subagent_lab.bench.suite import BenchTask, load_suite, package_root
+from subagent_lab.launcher import ModelFactory, SubagentLauncher, SubagentRequest, default_model_factory
+from subagent_lab.models.base import Model
+from subagent_lab.models.cache import CachingModel
+from subagent_lab.profiles import LabConfig, ModelConfig, load_config
+from subagent_lab.types import ModelChoice
+
+TOOLS = ("Read", "Grep", "Glob")
+OUTCOMES = ("executed", "denied", "failed")
+
+
+class Variant(BaseModel):
+    """A labelled set of profile overrides (e.g. a budget setting)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    label: str = "default"
+    overrides: dict[str, Any] = Field(default_factory=dict)
+
+
+class SweepSpec(BaseModel):
+    """The grid. Tasks are suite task ids, or the selectors ``smoke``, ``all`` or a task kind."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = "sweep"
+    tasks: tuple[str, ...] = ("smoke",)
+    models: tuple[ModelChoice, ...] = ("light", "main")
+    profile: str = "explore"
+    variants: tuple[Variant, ...] = (Variant(),)
+    repeats: int = Field(default=1, ge=1)
+
+    def key(self) -> str:
+        """A short hash identifying the spec (its directory name)."""
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:10]
+
+
+class RunSpec(BaseModel):
+    """One cell of the grid; everything a worker (thread, process, Dask node) needs."""
+
+    run_key: str
+    task: BenchTask
+    model: ModelChoice
+    profile: str
+    variant: Variant
+    repeat: int
+    config_path: str | None
+    trace_dir: str
+    cache_dir: str | None
+
+
+def select_tasks(selectors: Iterable[str], suite: list[BenchTask] | None = None) -> list[BenchTask]:
+    """Resolve ids and selectors (``smoke``, ``all``, a kind) to tasks, in suite order."""
+    suite = suite if suite is not None else load_suite()
+    wanted = set(selectors)
+    known = {t.id for t in suite} | {"smoke", "all"} | {t.kind for t in suite}
+    unknown = sorted(wanted - known)
+    if unknown:
+        raise ValueError(f"unknown task ids or selectors {unknown}; use ids from the suite, 'smoke', 'all' or a kind")
+    return [t for t in suite if "all" in wanted or t.id in wanted or t.kind in wanted or ("smoke" in wanted and t.smoke)]
+
+
+def plan_runs(spec: SweepSpec, *, config_path: str | None, out: Path, cache: bool) -> list[RunSpec]:
+    """Every run of the grid, in a deterministic order."""
+    return [
+        RunSpec(
+            run_key=f"{task.id}|{model}|{variant.label}|{repeat}",
+            task=task, model=model, profile=spec.profile, variant=variant, repeat=repeat,
+            config_path=config_path, trace_dir=str(out / "traces"),
+            cache_dir=str(out.parent / "model-cache") if cache else None,
+        )
+        for task in select_tasks(spec.tasks)
+        for variant in spec.variants
+        for model in spec.models
+        for repeat in range(spec.repeats)
+    ]
+
+
+def _caching_factory(inner: ModelFactory, lab: LabConfig, cache_dir: str, models: list[CachingModel]) -> ModelFactory:
+    def make(choice: ModelChoice, cfg: ModelConfig) -> Model:
+        model = CachingModel(inner(choice, cfg), cache_dir, namespace=f"{lab.endpoint_url(cfg)}|{cfg.model}")
+        models.append(model)
+        return model
+
+    return make
+
+
+def execute_run(run: RunSpec, model_factory: ModelFactory | None = None) -> dict[str, Any]:
+    """Run one cell and return its row. Never raises: a crash becomes a row with the traceback."""
+    started = time.time()
+    try:
+        lab = load_config(run.config_path)
+        factory = model_factory or default_model_factory(lab)
+        cached: list[CachingModel] = []
+        if run.cache_dir:
+            factory = _caching_factory(factory, lab, run.cache_dir, cached)
+        root = package_root(run.task.package)
+        launcher = SubagentLauncher(lab, root, model_factory=factory, trace_dir=run.trace_dir)
+        request = SubagentRequest(task=run.task.prompt, profile=run.profile, model=run.model,
+                                  overrides=run.variant.overrides)
+        profile = launcher.resolve_profile(request)
+        result = launcher.launch(request)
+        score = score_run(run.task, result.contract, root)
+        row = result_row(run, result.model_dump(mode="json"), score.model_dump(mode="json"))
+        row.update(max_steps=profile.max_steps, context_token_budget=profile.context_token_budget,
+                   total_token_budget=profile.total_token_budget,
+                   cache_hits=sum(m.hits for m in cached), cache_misses=sum(m.misses for m in cached))
+        return row
+    except Exception as exc:  # recorded, not lost: the sweep goes on
+        return {**_base_row(run), "terminal_reason": "crashed", "status": "failed", "error":
+                "".join(traceback.format_exception(exc))[-3000:], "elapsed_s": time.time() - started}
+
+
+def _base_row(run: RunSpec) -> dict[str, Any]:
+    return {"run_key": run.run_key, "task_id": run.task.id, "kind": run.task.kind, "package": run.task.package,
+            "profile": run.profile, "model_choice": run.model, "variant": run.variant.label,
+            "overrides": json.dumps(run.variant.overrides, sort_keys=True), "repeat": run.repeat}
+
+
+def result_row(run: RunSpec, result: dict[str, Any], score: dict[str, Any]) -> dict[str, Any]:
+    """Flatten a SubagentResult (as a dict) and its Score into one table row."""
+    usage = result["usage"]
+    row = {
+        **_base_row(run),
+        "model_used": result["model_used"], "model_id": result["model_id"], "fallback": result["fallback"],
+        "terminal_reason": result["terminal_reason"], "status": result["status"], "detail": result["detail"][:500],
+        "steps": result["steps"], "model_calls": result["model_calls"],
+        "prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"],
+        "cached_tokens": usage["cached_tokens"], "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"],
+        "usage_estimated": usage["estimated"], "cost_usd": result["cost_usd"],
+        "elapsed_s": result["elapsed_s"], "model_time_s": result["model_time_s"],
+        "harness_time_s": max(result["elapsed_s"] - result["model_time_s"], 0.0),
+        "contract_valid": result["contract"] is not None, "repairs_used": result["repairs_used"],
+        "grace_used": result["grace_used"], "grounded_ratio": result["grounded_ratio"],
+        "trace_path": result["trace_path"], "error": None,
+    }
+    for tool in TOOLS:
+        for outcome in OUTCOMES:
+            row[f"{tool}_{outcome}"] = result["tool_usage"].get(tool, {}).get(outcome, 0)
+    for key in ("evidence_count", "evidence_precision_file", "evidence_precision_line", "gold_recall_file",
+                "gold_recall_line", "keyword_recall", "admits_absence", "invented_evidence", "quality"):
+        row[key] = score[key]
+    return row
+
+
+class _ResultLog:
+    """Append-only results.jsonl with one flushed, fsynced line per finished run."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def rows(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        rows = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a torn last line from a killed sweep; that run is simply redone
+        return rows
+
+    def append(self, row: dict[str, Any]) -> None:
+        with self._lock, self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(row, default=str) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+def sweep_dir(spec: SweepSpec, out_dir: str | Path | None = None, lab: LabConfig | None = None) -> Path:
+    base = Path(out_dir) if out_dir else (lab or load_config()).trace_root() / "sweeps"
+    return base / f"{spec.name}-{spec.key()}"
+
+
+def run_sweep(
+    spec: SweepSpec,
+    *,
+    config_path: str | Path | None = None,
+    out_dir: str | Path | None = None,
+    executor: Executor | None = None,
+    max_workers: int = 1,
+    model_factory: ModelFactory | None = None,
+    cache: bool = True,
+    progress: bool = True,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
+) -> pd.DataFrame:
+    """Run (or resume) a sweep and return its table, one row per run."""
+    lab = load_config(config_path)
+    out = sweep_dir(spec, out_dir, lab)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "spec.json").write_text(spec.model_dump_json(indent=2))
+    log = _ResultLog(out / "results.jsonl")
+    done = {row["run_key"] for row in log.rows() if row.get("terminal_reason") != "crashed"}
+    runs = [r for r in plan_runs(spec, config_path=lab.source, out=out, cache=cache) if r.run_key not in done]
+    if runs and model_factory is None:
+        _start_embedded_server(lab, {r.model for r in runs})
+    bar = _progress(total=len(runs) + len(done), initial=len(done), enabled=progress)
+    failures, tokens = 0, 0
+    own = executor is None
+    pool = executor or ThreadPoolExecutor(max_workers=max_workers)
+    try:
+        futures: list[Future[dict[str, Any]]] = [pool.submit(execute_run, r, model_factory) for r in runs]
+        for future in as_completed(futures):
+            row = future.result()
+            log.append(row)
+            failures += row.get("status") == "failed"
+            tokens += int(row.get("total_tokens") or 0)
+            if bar is not None:
+                bar.set_postfix(failed=failures, tokens=tokens)
+                bar.update(1)
+            if on_row is not None:
+                on_row(row)
+    finally:
+        if bar is not None:
+            bar.close()
+        if own:
+            pool.shutdown(wait=True, cancel_futures=True)
+    return load_results(out)
+
+
+def load_results(out: str | Path) -> pd.DataFrame:
+    """The table of a sweep directory (latest row per run key), readable in a fresh kernel."""
+    rows = _ResultLog(Path(out) / "results.jsonl").rows()
+    latest = {row["run_key"]: row for row in rows}
+    return pd.DataFrame(list(latest.values()))
+
+
+def _start_embedded_server(lab: LabConfig, choices: set[ModelChoice]) -> None:
+    """Start the local server once, up front, rather than racing to start it from workers."""
+    if any(lab.resolve_model(choice)[1].base_url is None for choice in choices):
+        from subagent_lab.server import ensure_server
+
+        try:
+            ensure_server(lab)
+        except Exception:
+            pass  # each run then reports the failure as model_error with the URL and log path
+
+
+def _progress(*, total: int, initial: int, enabled: bool) -> Any:
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, desc="runs", unit="run")

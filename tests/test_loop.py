@@ -1,0 +1,205 @@
+"""The loop end to end with a scripted model: every terminal reason, budgets, denials, grace."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from conftest import LauncherFactory
+
+from subagent_lab.launcher import SubagentRequest
+from subagent_lab.metrics import child_metrics
+from subagent_lab.models.base import ModelCallError
+from subagent_lab.models.scripted import final, tool_call, tool_calls
+from subagent_lab.trace import BudgetDecision, Compacted, ModelCalled, RunEnded, RunStarted, read_trace
+from subagent_lab.types import ModelRequest, ModelResponse
+
+GOOD = {
+    "status": "completed",
+    "summary": "login is defined in app/auth.py and checks the password hash.",
+    "findings": ["login calls check_password"],
+    "evidence": ["app/auth.py:4-5", "app/auth.py:8"],
+    "unresolved_questions": [],
+}
+
+
+def _request(**overrides: object) -> SubagentRequest:
+    return SubagentRequest(task="Where is login implemented?", overrides=dict(overrides))
+
+
+def test_completed_run_records_contract_usage_and_tools(make_launcher: LauncherFactory) -> None:
+    launcher, _ = make_launcher([tool_call("Grep", pattern="def login"), tool_call("Read", path="app/auth.py"), final(GOOD)])
+    result = launcher.launch(_request())
+    assert (result.status, result.terminal_reason) == ("completed", "completed")
+    assert result.contract is not None and result.contract["evidence"] == GOOD["evidence"]
+    assert result.grounded_ratio == 1.0
+    assert result.tool_usage == {"Grep": {"executed": 1}, "Read": {"executed": 1}}
+    assert result.steps == 3 and result.model_calls == 3
+    assert result.usage.total_tokens == sum(u.total_tokens for u in result.usage_by_call) > 0
+    events = read_trace(result.trace_path)
+    metrics = child_metrics(events)
+    assert metrics.terminal_reason == "completed"
+    assert metrics.token_usage == result.usage
+    assert metrics.tool_usage == result.tool_usage
+    grep_result = next(e for e in events if e.kind == "tool_finished" and e.tool == "Grep")
+    assert "app/auth.py:4" in grep_result.text  # the model saw real matches, not just a count
+
+
+def test_max_steps_grace_turn_keeps_partial_findings(make_launcher: LauncherFactory) -> None:
+    turns = [tool_call("Glob", _id=f"g{i}", pattern=f"**/*{i}.py") for i in range(3)]
+    launcher, model = make_launcher([*turns, final({**GOOD, "status": "completed"})])
+    result = launcher.launch(_request(max_steps=3))
+    assert result.terminal_reason == "max_steps"
+    assert result.status == "partial" and result.grace_used
+    assert result.contract is not None and result.contract["status"] == "partial"
+    assert result.contract["findings"] == GOOD["findings"]
+    grace_request = model.requests[-1]
+    assert grace_request.tools == []  # the grace turn offers no tools
+    assert "limit" in grace_request.messages[-1].content
+    # the tool results of the last step were seen by the model in the grace turn
+    assert grace_request.messages[-2].role == "tool"
+
+
+def test_token_budget_never_starts_a_call_that_could_overshoot(make_launcher: LauncherFactory) -> None:
+    turns = [tool_call("Read", _id=f"r{i}", path="app/auth.py", start=1 + i) for i in range(20)]
+    launcher, model = make_launcher([*turns, final(GOOD)])
+    budget = 3000
+    result = launcher.launch(_request(total_token_budget=budget, context_token_budget=2500))
+    assert result.terminal_reason == "token_budget"
+    assert result.usage.total_tokens <= budget
+    events = read_trace(result.trace_path)
+    decisions = [e for e in events if isinstance(e, BudgetDecision)]
+    assert decisions[-1].allowed is False
+    for d in decisions:
+        if d.allowed:  # every started call fit: estimate + its output cap within what was left
+            assert d.used_total + d.prompt_tokens_est + d.max_tokens <= budget
+    assert len(model.requests) == sum(d.allowed for d in decisions)
+
+
+def test_context_budget_compacts_old_observations_then_stops(make_launcher: LauncherFactory, workspace: Path) -> None:
+    (workspace / "big.py").write_text("".join(f"x_{i} = {i}  # filler line for the context test\n" for i in range(400)))
+    turns = [tool_call("Read", _id=f"r{i}", path="big.py", start=1 + 100 * i, limit=100) for i in range(4)]
+    launcher, model = make_launcher([*turns, final(GOOD), final(GOOD)])
+    result = launcher.launch(_request(context_token_budget=4000, total_token_budget=60000))
+    events = read_trace(result.trace_path)
+    assert any(isinstance(e, Compacted) and e.messages_compacted > 0 for e in events)
+    for request in model.requests:  # the loop's estimate of every prompt stayed within the budget
+        assert any("[compacted" in m.content for m in request.messages) or len(request.messages) < 8
+    calls = [e for e in events if isinstance(e, ModelCalled)]
+    assert all(c.prompt_tokens_est <= 4000 for c in calls)
+    assert result.terminal_reason == "completed"
+
+
+def test_context_budget_terminal_when_the_task_alone_does_not_fit(make_launcher: LauncherFactory) -> None:
+    launcher, model = make_launcher([final(GOOD)])
+    result = launcher.launch(SubagentRequest(task="explain " * 4000, overrides={"context_token_budget": 1500}))
+    assert result.terminal_reason == "context_budget"
+    assert result.status == "failed" and model.requests == []
+
+
+def test_timeout(make_launcher: LauncherFactory) -> None:
+    def slow(request: ModelRequest) -> ModelResponse:
+        time.sleep(0.4)
+        return tool_call("Glob", pattern="*.py")
+
+    launcher, _ = make_launcher([slow, slow, slow, slow])
+    result = launcher.launch(_request(timeout_s=0.6))
+    assert result.terminal_reason == "timeout"
+    assert result.elapsed_s < 2.0
+
+
+def test_invalid_output_after_repairs(make_launcher: LauncherFactory) -> None:
+    launcher, model = make_launcher([final("```json\n{}\n```"), final({"status": "done"}), final("not json")])
+    result = launcher.launch(_request(max_contract_repairs=2))
+    assert result.terminal_reason == "invalid_output"
+    assert result.repairs_used == 2 and result.status == "failed"
+    repair_prompt = model.requests[1].messages[-1].content
+    assert "markdown fences" in repair_prompt  # the exact validation error is fed back
+    assert "summary" in model.requests[2].messages[-1].content
+
+
+def test_ungrounded_evidence_triggers_repair_when_required(make_launcher: LauncherFactory) -> None:
+    invented = {**GOOD, "evidence": ["app/auth.py:400", "app/missing.py:1"]}
+    launcher, model = make_launcher([final(invented), final(GOOD)])
+    result = launcher.launch(_request(require_grounded_evidence=True))
+    assert result.terminal_reason == "completed" and result.repairs_used == 1
+    assert "app/missing.py:1 (no such file)" in model.requests[1].messages[-1].content
+
+
+def test_model_error_keeps_usage_spent_before(make_launcher: LauncherFactory) -> None:
+    err = ModelCallError("HTTP 500 from http://x/v1: boom", retryable=True, attempts=3)
+    launcher, _ = make_launcher([tool_call("Grep", pattern="login"), err])
+    result = launcher.launch(_request())
+    assert result.terminal_reason == "model_error" and "HTTP 500" in result.detail
+    assert result.usage.total_tokens > 0 and result.tool_usage == {"Grep": {"executed": 1}}
+    metrics = child_metrics(read_trace(result.trace_path))
+    assert metrics.failed_model_calls == 1 and metrics.model_attempts == 4
+
+
+def test_loop_detected(make_launcher: LauncherFactory) -> None:
+    same = [tool_call("Grep", _id=f"s{i}", pattern="login") for i in range(5)]
+    launcher, _ = make_launcher([*same, final(GOOD)])
+    result = launcher.launch(_request())
+    assert result.terminal_reason == "loop_detected"
+    assert result.status == "partial"  # the grace turn still collected the findings
+    assert result.tool_usage["Grep"] == {"executed": 2, "denied": 1}
+
+
+def test_cancelled(make_launcher: LauncherFactory) -> None:
+    cancel = threading.Event()
+
+    def cancel_then_call(request: ModelRequest) -> ModelResponse:
+        cancel.set()
+        return tool_call("Glob", pattern="*")
+
+    launcher, _ = make_launcher([cancel_then_call, final(GOOD)])
+    result = launcher.launch(_request(), cancel=cancel)
+    assert result.terminal_reason == "cancelled" and result.steps == 1
+
+
+def test_harness_crash_is_recorded_not_raised(make_launcher: LauncherFactory) -> None:
+    def broken(request: ModelRequest) -> ModelResponse:
+        raise RuntimeError("adapter bug")
+
+    launcher, _ = make_launcher([broken])
+    result = launcher.launch(_request())
+    assert result.terminal_reason == "crashed" and "adapter bug" in result.detail
+    assert read_trace(result.trace_path)[-1].kind == "run_ended"
+
+
+def test_forbidden_tools_are_denied_and_counted_apart(make_launcher: LauncherFactory, workspace: Path) -> None:
+    before = {p: p.read_bytes() for p in workspace.rglob("*") if p.is_file()}
+    calls = tool_calls(
+        ("Edit", {"path": "app/auth.py", "old": "login", "new": "pwned"}),
+        ("Bash", {"command": "rm -rf ."}),
+        ("Task", {"description": "x", "prompt": "y"}),
+        ("Read", {"path": "app/auth.py"}),
+    )
+    launcher, _ = make_launcher([calls, final(GOOD)])
+    result = launcher.launch(_request())
+    assert result.terminal_reason == "completed"
+    assert result.tool_usage == {
+        "Edit": {"denied": 1}, "Bash": {"denied": 1}, "Task": {"denied": 1}, "Read": {"executed": 1},
+    }
+    assert {p: p.read_bytes() for p in workspace.rglob("*") if p.is_file()} == before
+
+
+def test_light_falls_back_to_main_visibly(make_launcher: LauncherFactory, config) -> None:  # type: ignore[no-untyped-def]
+    models = {**config.models, "light": None}
+    launcher, _ = make_launcher([final(GOOD)], cfg=config.model_copy(update={"models": models}))
+    result = launcher.launch(_request())
+    assert (result.model_choice, result.model_used, result.fallback) == ("light", "main", True)
+    start = read_trace(result.trace_path)[0]
+    assert isinstance(start, RunStarted) and start.fallback and start.model_used == "main"
+
+
+def test_trace_is_complete_and_ends_with_run_ended(make_launcher: LauncherFactory) -> None:
+    launcher, _ = make_launcher([tool_call("Grep", pattern="login"), final(GOOD)])
+    result = launcher.launch(_request())
+    events = read_trace(result.trace_path)
+    assert isinstance(events[0], RunStarted) and isinstance(events[-1], RunEnded)
+    assert [e.seq for e in events] == list(range(len(events)))
+    started = {e.call_id for e in events if e.kind == "tool_started"}
+    finished = {e.call_id for e in events if e.kind == "tool_finished"}
+    assert started == finished and started  # tool calls and results join by id

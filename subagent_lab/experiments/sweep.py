@@ -149,7 +149,7 @@ def result_row(run: RunSpec, result: dict[str, Any], score: dict[str, Any]) -> d
     row = {
         **_base_row(run),
         "model_used": result["model_used"], "model_id": result["model_id"], "fallback": result["fallback"],
-        "terminal_reason": result["terminal_reason"], "status": result["status"], "detail": result["detail"][:500],
+        "terminal_reason": result["terminal_reason"], "status": result["status"], "detail": result["detail"][-800:],
         "steps": result["steps"], "model_calls": result["model_calls"],
         "prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"],
         "cached_tokens": usage["cached_tokens"], "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"],
@@ -188,7 +188,14 @@ class _ResultLog:
         return rows
 
     def append(self, row: dict[str, Any]) -> None:
-        with self._lock, self.path.open("a", encoding="utf-8") as fh:
+        with self._lock, self.path.open("a+", encoding="utf-8") as fh:
+            # A sweep killed mid-write leaves a torn line without its newline: never glue onto it.
+            if fh.tell() > 0:
+                fh.seek(fh.tell() - 1)
+                torn = fh.read(1) != "\n"
+                fh.seek(0, os.SEEK_END)
+                if torn:
+                    fh.write("\n")
             fh.write(json.dumps(row, default=str) + "\n")
             fh.flush()
             os.fsync(fh.fileno())

@@ -1,0 +1,238 @@
+"""The workspace a read-only sub-agent may look at, and the one gate every path goes through.
+
+``Workspace.resolve`` turns a model-supplied path into a real path inside the root or raises
+``ToolDeniedError``: absolute paths elsewhere, ``..`` escapes, symlinks (anywhere in the chain)
+that leave the root, symlink loops, ``/proc``, NUL bytes, device files, FIFOs, sockets and
+secret files are refused. ``is_secret`` and ``is_ignored`` let the search tools filter what they
+enumerate (secret names, default ignored directories, ``.gitignore`` rules).
+"""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import functools
+import os
+import re
+import stat
+import threading
+from pathlib import Path, PurePosixPath
+
+import pathspec
+
+from subagent_lab.tools.base import ToolDeniedError, ToolError
+
+DEFAULT_IGNORED_DIRS: frozenset[str] = frozenset(
+    {
+        ".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".mypy_cache",
+        ".pytest_cache", ".tox", ".nox", "dist", "build", ".idea", ".vscode", ".ruff_cache",
+        ".eggs", ".cache", "target", ".gradle", ".next", ".terraform", "site-packages",
+    }
+)  # fmt: skip
+"""Directory names skipped by Grep and Glob (Read may still open files inside them)."""
+
+SECRET_DIRS: frozenset[str] = frozenset({".ssh", ".aws", ".gnupg", ".azure", ".kube", ".docker"})
+"""Directories whose whole content counts as secret."""
+
+SECRET_NAME_GLOBS: tuple[str, ...] = (
+    ".env", ".env.*", "*.env", "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore",
+    "*.kdbx", "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", ".netrc", "_netrc", ".pgpass",
+    ".npmrc", ".pypirc", ".git-credentials", ".htpasswd", ".dockercfg", "credentials*",
+    "*.tfstate", "*.tfstate.*",
+)  # fmt: skip
+"""File-name patterns (matched case-insensitively on the last component) that count as secret."""
+
+
+@functools.lru_cache(maxsize=1)
+def _secret_name_regex() -> re.Pattern[str]:
+    # One alternation instead of a loop over fnmatch calls: Glob checks every entry it walks.
+    return re.compile("|".join(fnmatch.translate(p) for p in SECRET_NAME_GLOBS))
+
+
+def _parts(rel: str) -> list[str]:
+    # Plain string splitting: pathlib parsing dominated the cost of walking 100k entries.
+    return [part for part in rel.replace(os.sep, "/").split("/") if part not in ("", ".")]
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+class Workspace:
+    """A directory tree that tools may read, with containment, secret and ignore policy.
+
+    Args:
+        root: The workspace root directory (it is resolved once, symlinks included).
+        allow_secrets: Let Read/Grep/Glob see secret files (``.env``, keys, ...).
+        honour_gitignore: Skip paths matched by ``.gitignore`` files when enumerating.
+    """
+
+    def __init__(self, root: Path, *, allow_secrets: bool = False, honour_gitignore: bool = True) -> None:
+        real = os.path.realpath(root)
+        if not os.path.isdir(real):
+            raise ValueError(f"workspace root {root} is not a directory")
+        self.root = Path(real)
+        self._root_real = real
+        self._root_given = os.path.abspath(root)  # the spelling the model may see in absolute paths
+        self.allow_secrets = allow_secrets
+        self.honour_gitignore = honour_gitignore
+        self._specs: dict[str, pathspec.PathSpec | None] = {}
+        self._lock = threading.Lock()  # tools may run on threads; the spec cache is shared
+
+    def __repr__(self) -> str:
+        return f"Workspace({str(self.root)!r}, allow_secrets={self.allow_secrets})"
+
+    # --- paths -------------------------------------------------------------------------------
+
+    def rel(self, path: Path | str) -> str:
+        """The workspace-relative POSIX form of a path inside the root (``.`` for the root)."""
+        text = os.path.abspath(path)
+        for base in (self._root_real, self._root_given):
+            if _inside(text, base):
+                rel = os.path.relpath(text, base)
+                return PurePosixPath(*Path(rel).parts).as_posix() if rel != "." else "."
+        raise ToolDeniedError(f"'{path}' is outside the workspace")
+
+    def resolve(self, path: str, *, must_exist: bool = True) -> Path:
+        """The real path inside the root that ``path`` names, or ToolDeniedError / ToolError.
+
+        Args:
+            path: Relative to the root, or absolute (then it must lie inside the root).
+            must_exist: Raise ToolError when the path does not exist.
+        """
+        if not isinstance(path, str):
+            raise ToolError("path must be a string")
+        if "\x00" in path:
+            raise ToolDeniedError("path contains a NUL byte")
+        path = path.strip() or "."
+        candidate = path if os.path.isabs(path) else os.path.join(self._root_real, path)
+        lexical = os.path.normpath(candidate)
+        if lexical == "/proc" or lexical.startswith("/proc/"):
+            raise ToolDeniedError(f"'{path}': /proc is never readable")
+        lexical_inside = _inside(lexical, self._root_real) or _inside(lexical, self._root_given)
+        if not lexical_inside:
+            how = "is an absolute path" if os.path.isabs(path) else "escapes it with '..'"
+            raise ToolDeniedError(
+                f"'{path}' is outside the workspace ({how}); use a path relative to the workspace root"
+            )
+        exists = True
+        try:
+            real = os.path.realpath(candidate, strict=True)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise ToolDeniedError(f"'{path}' goes through a symlink loop") from None
+            real = os.path.realpath(candidate)  # resolve what exists, to check containment
+            exists = False
+        if real == "/proc" or real.startswith("/proc/") or not _inside(real, self._root_real):
+            raise ToolDeniedError(
+                f"'{path}' is (or goes through) a symlink that points outside the workspace"
+            )
+        if exists and self._still_a_link(real):
+            raise ToolDeniedError(f"'{path}' goes through a symlink loop")
+        self._check_secret(path, lexical, real)
+        if not exists:
+            if must_exist:
+                raise ToolError(f"'{path}' does not exist (paths are relative to the workspace root)")
+            return Path(real)
+        try:
+            mode = os.stat(real).st_mode  # stat never opens, so a FIFO cannot block here
+        except OSError as exc:
+            raise ToolError(f"cannot access '{path}': {exc.strerror}") from None
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            kind = (
+                "a FIFO" if stat.S_ISFIFO(mode)
+                else "a socket" if stat.S_ISSOCK(mode)
+                else "a device file" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "not a regular file"
+            )  # fmt: skip
+            raise ToolDeniedError(f"'{path}' is {kind}; only regular files and directories can be read")
+        return Path(real)
+
+    @staticmethod
+    def _still_a_link(real: str) -> bool:
+        # realpath(strict=True) already raises ELOOP for loops; a final lstat guards against a
+        # result that is itself still a link (which would mean resolution stopped early).
+        try:
+            return stat.S_ISLNK(os.lstat(real).st_mode)
+        except OSError:
+            return False
+
+    def _check_secret(self, given: str, lexical: str, real: str) -> None:
+        if self.allow_secrets:
+            return
+        for form in (lexical, real):
+            try:
+                rel = self.rel(form)
+            except ToolDeniedError:
+                continue
+            if self.is_secret(rel):
+                raise ToolDeniedError(
+                    f"'{given}' looks like a secret (credentials, keys, .env) and is not readable"
+                )
+
+    # --- policy ------------------------------------------------------------------------------
+
+    def is_secret(self, rel: str) -> bool:
+        """Whether a workspace-relative path names a secret file or lies in a secret directory."""
+        if self.allow_secrets:
+            return False
+        parts = _parts(rel)
+        if not parts:
+            return False
+        if any(part.lower() in SECRET_DIRS for part in parts):
+            return True
+        return _secret_name_regex().match(parts[-1].lower()) is not None
+
+    def is_ignored(self, rel: str, *, is_dir: bool = False, parents_checked: bool = False) -> bool:
+        """Whether Grep/Glob should skip the path: a default ignored directory or a gitignore match.
+
+        Args:
+            rel: Workspace-relative path.
+            is_dir: The path is a directory (``build/`` style rules then apply to it).
+            parents_checked: The caller (a tree walk) already pruned ignored ancestors, so only
+                the last component needs checking.
+        """
+        parts = _parts(rel)
+        if not parts:
+            return False
+        if not parents_checked:
+            for end in range(1, len(parts)):
+                if self._ignored_self(parts[:end], is_dir=True):
+                    return True
+        return self._ignored_self(parts, is_dir=is_dir)
+
+    def _ignored_self(self, parts: list[str], *, is_dir: bool) -> bool:
+        if is_dir and parts[-1] in DEFAULT_IGNORED_DIRS:
+            return True
+        if not self.honour_gitignore:
+            return False
+        # A .gitignore in directory D applies to paths below D, matched relative to D.
+        for depth in range(len(parts)):
+            spec = self._spec("/".join(parts[:depth]))
+            if spec is not None:
+                sub = "/".join(parts[depth:])
+                if spec.match_file(sub + "/" if is_dir else sub):
+                    return True
+        return False
+
+    def _spec(self, dir_rel: str) -> pathspec.PathSpec | None:
+        with self._lock:
+            if dir_rel in self._specs:
+                return self._specs[dir_rel]
+        lines: list[str] = []
+        base = os.path.join(self._root_real, dir_rel) if dir_rel else self._root_real
+        sources = [os.path.join(base, ".gitignore")]
+        if not dir_rel:
+            sources.append(os.path.join(base, ".git", "info", "exclude"))
+        for source in sources:
+            try:
+                if not stat.S_ISREG(os.lstat(source).st_mode):
+                    continue  # never follow a symlinked .gitignore or open a FIFO
+                with open(source, encoding="utf-8", errors="replace") as handle:
+                    lines.extend(handle.read(1_000_000).splitlines())
+            except OSError:
+                continue
+        spec = pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
+        with self._lock:
+            self._specs[dir_rel] = spec
+        return spec

@@ -1,0 +1,349 @@
+"""The Grep tool: a bounded ripgrep search whose results are workspace-relative ``path:line: text``.
+
+ripgrep's default regex engine runs in linear time, so no pattern can backtrack
+catastrophically; the compiled program size, the file size, the wall-clock time, the number of
+results and the output size are all capped as well. There is no Python fallback: if rg cannot
+answer within its bounds, the model is told to narrow the search.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import selectors
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from subagent_lab.sandbox import DEFAULT_IGNORED_DIRS, SECRET_DIRS, SECRET_NAME_GLOBS, Workspace
+from subagent_lab.tools.base import MAX_OBSERVATION_CHARS, ToolError
+
+TIMEOUT_S = 10.0
+"""Wall-clock limit of one rg run."""
+MAX_FILESIZE = 20 * 1024 * 1024
+"""Larger files are skipped in a directory search and refused when named directly."""
+REGEX_SIZE_LIMIT = "10M"
+"""Bound on the compiled regex and on its lazy DFA cache (``--regex-size-limit``, ``--dfa-size-limit``)."""
+MAX_RESULTS_CAP = 500
+MAX_CONTEXT = 10
+MAX_LINE_CHARS = 300
+"""Characters shown of a matched line, as a window around the first match."""
+OUTPUT_BUDGET = MAX_OBSERVATION_CHARS - 600
+"""Characters of result lines per call, so the harness never cuts the observation blindly."""
+MAX_STDOUT = 64 * 1024 * 1024
+"""Bytes of rg JSON read at most (one huge matched line can be large)."""
+
+
+def _rg_binary() -> str:
+    """The rg shipped by the ``ripgrep`` PyPI package next to this interpreter, else one on PATH."""
+    local = Path(sys.executable).parent / "rg"
+    if local.is_file() and os.access(local, os.X_OK):
+        return str(local)
+    found = shutil.which("rg")
+    if found is None:
+        raise ToolError("Grep is unavailable: ripgrep (rg) is not installed; use Glob and Read instead")
+    return found
+
+
+def _text(field_value: dict[str, Any]) -> str:
+    """rg JSON gives ``{"text": ...}`` for UTF-8 data and ``{"bytes": base64}`` otherwise."""
+    if "text" in field_value:
+        return str(field_value["text"])
+    return base64.b64decode(field_value.get("bytes", "")).decode("utf-8", errors="replace")
+
+
+def _raw(field_value: dict[str, Any]) -> bytes:
+    if "text" in field_value:
+        return str(field_value["text"]).encode("utf-8")
+    return base64.b64decode(field_value.get("bytes", ""))
+
+
+@dataclass
+class _Hit:
+    path: str
+    line: int
+    text: str
+    is_match: bool
+
+
+@dataclass
+class _Run:
+    """What one rg run produced."""
+
+    hits: list[_Hit] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    matches: int = 0
+    capped: bool = False  # stopped early because enough results were collected
+    timed_out: bool = False
+    oversized: bool = False  # rg printed more than MAX_STDOUT bytes
+    finished: bool = False  # rg reached its summary message
+    stderr: str = ""
+    returncode: int | None = None
+
+
+def _display_line(data: dict[str, Any], is_match: bool) -> str:
+    raw = _raw(data["lines"]).rstrip(b"\n").rstrip(b"\r")
+    if len(raw) <= MAX_LINE_CHARS:
+        return raw.decode("utf-8", errors="replace")
+    # Show a window around the first match rather than the line's start.
+    start = 0
+    if is_match and data.get("submatches"):
+        start = len(raw[: int(data["submatches"][0]["start"])].decode("utf-8", errors="replace"))
+    text = raw.decode("utf-8", errors="replace")
+    begin = max(0, min(start - MAX_LINE_CHARS // 3, len(text) - MAX_LINE_CHARS))
+    window = text[begin : begin + MAX_LINE_CHARS]
+    prefix = "…" if begin > 0 else ""
+    suffix = "…" if begin + MAX_LINE_CHARS < len(text) else ""
+    return f"{prefix}{window}{suffix} [line of {len(text)} chars]"
+
+
+def _normalise(path: str) -> str:
+    return path[2:] if path.startswith("./") else path
+
+
+def _run(ws: Workspace, args: list[str], max_results: int, files_only: bool) -> _Run:
+    """Run rg, parse its JSON stream incrementally, stop once enough results are in."""
+    run = _Run()
+    proc = subprocess.Popen(
+        args, cwd=ws.root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    deadline = time.monotonic() + TIMEOUT_S
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stdout, selectors.EVENT_READ, "out")
+    selector.register(proc.stderr, selectors.EVENT_READ, "err")
+    pending = b""
+    errors = b""
+    total = 0
+    open_streams = 2
+    try:
+        while open_streams and not run.capped:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                run.timed_out = True
+                break
+            for key, _ in selector.select(timeout=min(remaining, 0.5)):
+                chunk = os.read(key.fd, 1024 * 1024)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    open_streams -= 1
+                    continue
+                if key.data == "err":
+                    errors = (errors + chunk)[:8192]
+                    continue
+                total += len(chunk)
+                if total > MAX_STDOUT:
+                    run.oversized = True
+                    run.capped = True
+                    break
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    if _consume(ws, run, line, max_results, files_only):
+                        run.capped = True
+                        break
+                if run.capped:
+                    break
+    finally:
+        selector.close()
+        if proc.poll() is None:
+            proc.kill()  # our own child; the early stop or the deadline means we are done with it
+        run.returncode = proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    run.stderr = errors.decode("utf-8", errors="replace").strip()
+    return run
+
+
+def _consume(ws: Workspace, run: _Run, line: bytes, max_results: int, files_only: bool) -> bool:
+    """Add one rg JSON message to ``run``; True once more than ``max_results`` results are seen."""
+    if not line.strip():
+        return False
+    message = json.loads(line)
+    kind = message.get("type")
+    if kind == "summary":
+        run.finished = True
+        return False
+    if kind not in ("match", "context"):
+        return False
+    data = message["data"]
+    path = _normalise(_text(data["path"]))
+    if ws.is_secret(path):  # rg already excludes these; this is a second line of defence
+        return False
+    if kind == "match":
+        run.matches += 1
+        if path not in run.files[-1:]:
+            run.files.append(path)
+        if files_only:
+            return len(run.files) > max_results
+        if run.matches > max_results:
+            return True
+    if not files_only:
+        is_match = kind == "match"
+        run.hits.append(_Hit(path, int(data["line_number"]), _display_line(data, is_match), is_match))
+    return False
+
+
+def _build_args(
+    ws: Workspace, pattern: str, target: str, glob: str | None, case_insensitive: bool, context: int,
+    files_only: bool, max_results: int,
+) -> list[str]:  # fmt: skip
+    args = [
+        _rg_binary(), "--json", "--no-config", "--no-follow", "--hidden", "--sort", "path",
+        "--max-filesize", str(MAX_FILESIZE), "--regex-size-limit", REGEX_SIZE_LIMIT,
+        "--dfa-size-limit", REGEX_SIZE_LIMIT, "--max-count", str(1 if files_only else max_results + 1),
+        # only the workspace's own ignore files count, never the user's global ones
+        "--no-ignore-parent", "--no-ignore-global", "--no-require-git",
+        "--ignore-case" if case_insensitive else "--case-sensitive",
+    ]  # fmt: skip
+    if not ws.honour_gitignore:
+        args.append("--no-ignore")
+    if context and not files_only:
+        args += ["--context", str(context)]
+    if glob:
+        args += ["--glob", glob]
+    # Exclusions come after the caller's glob: for rg the later glob wins.
+    for name in sorted(DEFAULT_IGNORED_DIRS):
+        args += ["--glob", f"!{name}/"]
+    if not ws.allow_secrets:
+        for name in sorted(SECRET_DIRS):
+            args += ["--iglob", f"!{name}/"]
+        for name_glob in SECRET_NAME_GLOBS:
+            args += ["--iglob", f"!{name_glob}"]
+    return [*args, "--regexp", pattern, "--", target]
+
+
+def grep(
+    ws: Workspace,
+    pattern: str,
+    path: str = ".",
+    glob: str | None = None,
+    case_insensitive: bool = False,
+    context: int = 0,
+    files_only: bool = False,
+    max_results: int = 100,
+) -> str:
+    """Search file contents with a regular expression (ripgrep syntax) and list matching lines.
+
+    Results are `path:line: text`, with context lines as `path-line- text`. Hidden files are
+    searched; .gitignore'd paths, dependency/build directories, binary files, files over 20 MB
+    and secrets are skipped. Use Glob to find files by name.
+
+    Args:
+        pattern: Regular expression (Rust regex syntax, e.g. 'def \\w+\\(' or 'TODO|FIXME'); escape
+            regex characters such as ( [ . to match them literally.
+        path: File or directory to search, relative to the workspace root.
+        glob: Only search files whose names match this glob, e.g. '*.py' or '*.{ts,tsx}'.
+        case_insensitive: Match letters regardless of case.
+        context: Lines of context to show before and after each match (0 to 10).
+        files_only: List only the paths of files that contain a match.
+        max_results: Maximum number of matching lines (or files with files_only) to return (1 to 500).
+    """
+    if not pattern:
+        raise ToolError("pattern must not be empty")
+    if "\x00" in pattern or (glob and "\x00" in glob):
+        raise ToolError("pattern and glob must not contain NUL bytes")
+    if max_results < 1:
+        raise ToolError(f"max_results must be >= 1 (got {max_results})")
+    if context < 0:
+        raise ToolError(f"context must be >= 0 (got {context})")
+    notes: list[str] = []
+    if max_results > MAX_RESULTS_CAP:
+        notes.append(f"max_results lowered to {MAX_RESULTS_CAP}")
+        max_results = MAX_RESULTS_CAP
+    if context > MAX_CONTEXT:
+        notes.append(f"context lowered to {MAX_CONTEXT}")
+        context = MAX_CONTEXT
+    real = ws.resolve(path)
+    target = ws.rel(real)
+    if real.is_file() and real.stat().st_size > MAX_FILESIZE:
+        size_mb, cap_mb = real.stat().st_size // 2**20, MAX_FILESIZE // 2**20
+        raise ToolError(
+            f"'{target}' is {size_mb} MB, over Grep's {cap_mb} MB limit; "
+            "use Read with start= to page through it"
+        )
+    args = _build_args(ws, pattern, target, glob, case_insensitive, context, files_only, max_results)
+    run = _run(ws, args, max_results, files_only)
+    scope = f"'{target}'" + (f" (glob {glob!r})" if glob else "")
+    if run.timed_out:
+        raise ToolError(
+            f"the search for {pattern!r} in {scope} was cut after {TIMEOUT_S:.0f} s "
+            f"({run.matches} matches so far); narrow it with a sub-directory path, a glob, "
+            "or a more specific pattern"
+        )
+    if not run.finished and not run.capped and run.returncode not in (0, 1):
+        message = run.stderr.removeprefix("rg: ") or f"rg exited with status {run.returncode}"
+        if "regex" in message or "size limit" in message:
+            raise ToolError(f"invalid or too large regex {pattern!r}: {message}")
+        raise ToolError(f"search failed: {message}")
+    if run.returncode == 2 and run.stderr and run.finished:
+        notes.append("some files could not be read")
+    if run.oversized:
+        notes.append("rg output exceeded 64 MB (very long matching lines); results are incomplete")
+    if not run.files:
+        text = f"No matches for {pattern!r} in {scope}."
+        return text + (f" [note: {'; '.join(notes)}]" if notes else "")
+    return _format(run, pattern, scope, files_only, max_results, notes)
+
+
+def _format(run: _Run, pattern: str, scope: str, files_only: bool, max_results: int, notes: list[str]) -> str:
+    lines: list[str] = []
+    used = 0
+    budget_hit = False
+    if files_only:
+        shown = run.files[:max_results]
+        for path in shown:
+            if used + len(path) + 1 > OUTPUT_BUDGET:
+                budget_hit = True
+                break
+            lines.append(path)
+            used += len(path) + 1
+        count = f"{len(lines)} files"
+        more = run.capped or budget_hit
+        footer = f"[{count} with matches for {pattern!r} in {scope}"
+    else:
+        hits = run.hits
+        if run.capped:
+            while hits and not hits[-1].is_match:
+                hits = hits[:-1]  # context of the match that was cut
+        shown_matches = 0
+        previous: _Hit | None = None
+        for hit in hits:
+            if (
+                previous
+                and (previous.path != hit.path or hit.line > previous.line + 1)
+                and (not previous.is_match or not hit.is_match)
+            ):
+                entry = "--"  # a gap between context groups, as grep prints it
+            else:
+                entry = ""
+            mark = ":" if hit.is_match else "-"
+            text = f"{hit.path}{mark}{hit.line}{mark} {hit.text}"
+            size = len(text) + len(entry) + 2
+            if used + size > OUTPUT_BUDGET:
+                budget_hit = True
+                break
+            if entry:
+                lines.append(entry)
+            lines.append(text)
+            used += size
+            shown_matches += hit.is_match
+            previous = hit
+        files = len({h.path for h in hits if h.is_match})
+        more = run.capped or budget_hit
+        footer = f"[{shown_matches} matching lines in {files} files for {pattern!r} in {scope}"
+    if run.capped and not run.oversized:
+        footer += f"; capped at max_results={max_results}, more matches exist — narrow the path/glob/pattern"
+    elif budget_hit:
+        footer += f"; output capped at about {OUTPUT_BUDGET} characters — narrow the search"
+    elif not more:
+        footer += "; complete"
+    footer += "]"
+    if notes:
+        footer += f"\n[note: {'; '.join(notes)}]"
+    return "\n".join([*lines, footer])

@@ -1,0 +1,44 @@
+"""The OpenAI-compatible adapter: request shapes and failure reporting (no model needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from subagent_lab.launcher import SubagentLauncher, SubagentRequest
+from subagent_lab.models.openai_chat import OpenAIChatModel, action_schema
+from subagent_lab.profiles import LabConfig, ModelConfig
+from subagent_lab.tools.readonly import READONLY_TOOLS
+from subagent_lab.trace import read_trace
+from subagent_lab.types import Message, ModelRequest, ModelResponse
+
+
+def test_dead_server_is_a_model_error_naming_the_url(config: LabConfig, workspace: Path) -> None:
+    """No hang and no exception: the URL is in the result's detail."""
+    dead = ModelConfig(base_url="http://127.0.0.1:9/v1", model="x", max_retries=1, timeout_s=5)
+    cfg = config.model_copy(update={"models": {"main": dead, "light": dead}})
+    result = SubagentLauncher(cfg, workspace).launch(SubagentRequest(task="find login"))
+    assert result.terminal_reason == "model_error" and "http://127.0.0.1:9/v1" in result.detail
+    assert read_trace(result.trace_path)[-1].kind == "run_ended"
+
+
+
+def test_json_protocol_schema_offers_each_tool_and_the_final_answer() -> None:
+    tools = [t.schema() for t in READONLY_TOOLS.values()]
+    schema = action_schema(tools, {"type": "object", "properties": {"summary": {"type": "string"}}})
+    names = [opt["properties"].get("tool", {}).get("const") for opt in schema["anyOf"]]
+    assert sorted(n for n in names if n) == ["Glob", "Grep", "Read"]
+    assert any("final" in opt["properties"] for opt in schema["anyOf"])
+
+
+def test_json_protocol_messages_and_parsing() -> None:
+    model = OpenAIChatModel(base_url="http://127.0.0.1:9/v1", model="m")
+    request = ModelRequest(messages=[Message(role="system", content="S"), Message(role="user", content="T")],
+                           tools=[READONLY_TOOLS["Grep"].schema()])
+    kwargs = model._kwargs(request)
+    assert "Grep" in kwargs["messages"][0]["content"] and kwargs["response_format"]["type"] == "json_object"
+    call = model._parse_action(ModelResponse(text='{"tool": "Grep", "arguments": {"pattern": "x"}}'))
+    assert call.tool_calls[0].name == "Grep" and call.tool_calls[0].arguments == {"pattern": "x"}
+    done = model._parse_action(ModelResponse(text='{"final": {"status": "completed"}}'))
+    assert done.tool_calls == [] and done.text == '{"status": "completed"}'
+    junk = model._parse_action(ModelResponse(text="I think the answer is 42"))
+    assert not junk.parse_ok and junk.text == "I think the answer is 42"

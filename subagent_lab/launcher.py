@@ -190,7 +190,7 @@ class SubagentLauncher:
         run_id = new_id("run")
         trace_path = self.trace_dir / self.session_id / f"{profile.name}-{run_id}.jsonl"
         trace = TraceWriter(trace_path, run_id)
-        link = dict(run_id=run_id, session_id=self.session_id, profile=profile.name)
+        link: dict[str, Any] = {"run_id": run_id, "session_id": self.session_id, "profile": profile.name}
         self._parent_event("subagent_requested", request, run_id, trace_path, model_choice=choice)
         started = time.monotonic()
         system_prompt, task = profile.system_prompt, render_task(request)
@@ -287,8 +287,6 @@ class SubagentLauncher:
         extra: dict[str, Any] = {}
         if result is not None:
             extra = dict(
-                model_choice=result.model_choice,
-                model_used=result.model_used,
                 terminal_reason=result.terminal_reason,
                 status=result.status,
                 usage=result.usage,
@@ -304,7 +302,8 @@ class SubagentLauncher:
                 child_session_id=self.session_id,
                 child_trace=str(trace_path),
                 profile=request.profile,
-                **({"model_choice": model_choice, "model_used": model_used} if result is None else {}),
+                model_choice=result.model_choice if result else model_choice,
+                model_used=result.model_used if result else model_used,
                 **extra,
             )
         )

@@ -35,7 +35,8 @@ def workspace(tmp_path: Path) -> Path:
     (root / "app").mkdir(parents=True)
     (root / "app" / "auth.py").write_text(
         "import hashlib\n\n\ndef login(user, password):\n    return check_password(user, password)\n\n\n"
-        "def check_password(user, password):\n    return hashlib.sha256(password.encode()).hexdigest() == user.pw\n"
+        "def check_password(user, password):\n"
+        "    return hashlib.sha256(password.encode()).hexdigest() == user.pw\n"
     )
     (root / "app" / "views.py").write_text("from app.auth import login\n\n\ndef index():\n    return 'hi'\n")
     (root / "README.md").write_text("# demo\nAuthentication lives in app/auth.py.\n")
@@ -49,11 +50,16 @@ LauncherFactory = Callable[..., tuple[SubagentLauncher, ScriptedModel]]
 def make_launcher(config: LabConfig, workspace: Path, tmp_path: Path) -> LauncherFactory:
     """Build a launcher whose every model is one shared ScriptedModel."""
 
-    def make(turns: Iterable[Turn], cfg: LabConfig | None = None, **kwargs: object) -> tuple[SubagentLauncher, ScriptedModel]:
+    def make(
+        turns: Iterable[Turn], cfg: LabConfig | None = None, **kwargs: object
+    ) -> tuple[SubagentLauncher, ScriptedModel]:
         model = ScriptedModel(turns)
         launcher = SubagentLauncher(
-            cfg or config, workspace, model_factory=lambda choice, mcfg: model,
-            trace_dir=tmp_path / "runs", **kwargs  # type: ignore[arg-type]
+            cfg or config,
+            workspace,
+            model_factory=lambda choice, mcfg: model,
+            trace_dir=tmp_path / "runs",
+            **kwargs,  # type: ignore[arg-type]
         )
         return launcher, model
 

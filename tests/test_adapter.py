@@ -21,7 +21,6 @@ def test_dead_server_is_a_model_error_naming_the_url(config: LabConfig, workspac
     assert read_trace(result.trace_path)[-1].kind == "run_ended"
 
 
-
 def test_json_protocol_schema_offers_each_tool_and_the_final_answer() -> None:
     tools = [t.schema() for t in READONLY_TOOLS.values()]
     schema = action_schema(tools, {"type": "object", "properties": {"summary": {"type": "string"}}})
@@ -32,8 +31,10 @@ def test_json_protocol_schema_offers_each_tool_and_the_final_answer() -> None:
 
 def test_json_protocol_messages_and_parsing() -> None:
     model = OpenAIChatModel(base_url="http://127.0.0.1:9/v1", model="m")
-    request = ModelRequest(messages=[Message(role="system", content="S"), Message(role="user", content="T")],
-                           tools=[READONLY_TOOLS["Grep"].schema()])
+    request = ModelRequest(
+        messages=[Message(role="system", content="S"), Message(role="user", content="T")],
+        tools=[READONLY_TOOLS["Grep"].schema()],
+    )
     kwargs = model._kwargs(request)
     assert "Grep" in kwargs["messages"][0]["content"] and kwargs["response_format"]["type"] == "json_object"
     call = model._parse_action(ModelResponse(text='{"tool": "Grep", "arguments": {"pattern": "x"}}'))

@@ -7,7 +7,13 @@ from pathlib import Path
 
 from subagent_lab.contracts import ground_evidence, grounded_ratio, parse_contract
 
-OK = {"status": "completed", "summary": "s", "findings": [], "evidence": ["a.py:1"], "unresolved_questions": []}
+OK = {
+    "status": "completed",
+    "summary": "s",
+    "findings": [],
+    "evidence": ["a.py:1"],
+    "unresolved_questions": [],
+}
 
 
 def test_valid_explore_result() -> None:
@@ -35,9 +41,15 @@ def test_verification_verdicts() -> None:
 def test_grounding(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text("one\ntwo\nthree\n")
     (tmp_path.parent / "outside.py").write_text("x\n")
-    checks = ground_evidence(["a.py:2", "a.py:2-3", "a.py:4", "b.py:1", "../outside.py:1", "a.py:3-2"], tmp_path)
+    checks = ground_evidence(
+        ["a.py:2", "a.py:2-3", "a.py:4", "b.py:1", "../outside.py:1", "a.py:3-2"], tmp_path
+    )
     assert [c.grounded for c in checks] == [True, True, False, False, False, False]
     assert [c.reason for c in checks[2:]] == [
-        "line beyond end of file", "no such file", "outside the workspace", "bad line range"]
+        "line beyond end of file",
+        "no such file",
+        "outside the workspace",
+        "bad line range",
+    ]
     assert grounded_ratio(checks) == 2 / 6
     assert grounded_ratio([]) is None

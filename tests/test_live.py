@@ -6,8 +6,8 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
+
 from subagent_lab.launcher import SubagentLauncher, SubagentRequest
 from subagent_lab.metrics import child_metrics
 from subagent_lab.profiles import LabConfig, load_config
@@ -29,7 +29,9 @@ def live_config(tmp_path_factory: pytest.TempPathFactory) -> LabConfig:
     return cfg
 
 
-@pytest.mark.parametrize(("choice", "alias"), [("light", "qwen2.5-coder-0.5b"), ("main", "qwen2.5-coder-1.5b")])
+@pytest.mark.parametrize(
+    ("choice", "alias"), [("light", "qwen2.5-coder-0.5b"), ("main", "qwen2.5-coder-1.5b")]
+)
 def test_real_child_run_bookkeeping(live_config: LabConfig, workspace: Path, choice: str, alias: str) -> None:
     launcher = SubagentLauncher(live_config, workspace)
     request = SubagentRequest(
@@ -38,7 +40,13 @@ def test_real_child_run_bookkeeping(live_config: LabConfig, workspace: Path, cho
         overrides={"max_steps": 4, "timeout_s": 400},
     )
     result = launcher.launch(request)
-    assert result.terminal_reason in {"completed", "max_steps", "invalid_output", "loop_detected", "token_budget"}
+    assert result.terminal_reason in {
+        "completed",
+        "max_steps",
+        "invalid_output",
+        "loop_detected",
+        "token_budget",
+    }
     assert result.model_used == choice and result.model_id == alias and not result.fallback
     assert result.model_calls >= 1
     assert result.usage.prompt_tokens > 0 and not result.usage.estimated  # figures come from the server
@@ -53,4 +61,3 @@ def test_real_child_run_bookkeeping(live_config: LabConfig, workspace: Path, cho
     assert metrics.terminal_reason == result.terminal_reason
     if result.contract is not None:
         assert result.grounded_ratio is None or 0.0 <= result.grounded_ratio <= 1.0
-

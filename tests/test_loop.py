@@ -29,7 +29,9 @@ def _request(**overrides: object) -> SubagentRequest:
 
 
 def test_completed_run_records_contract_usage_and_tools(make_launcher: LauncherFactory) -> None:
-    launcher, _ = make_launcher([tool_call("Grep", pattern="def login"), tool_call("Read", path="app/auth.py"), final(GOOD)])
+    launcher, _ = make_launcher(
+        [tool_call("Grep", pattern="def login"), tool_call("Read", path="app/auth.py"), final(GOOD)]
+    )
     result = launcher.launch(_request())
     assert (result.status, result.terminal_reason) == ("completed", "completed")
     assert result.contract is not None and result.contract["evidence"] == GOOD["evidence"]
@@ -77,8 +79,12 @@ def test_token_budget_never_starts_a_call_that_could_overshoot(make_launcher: La
     assert len(model.requests) == sum(d.allowed for d in decisions)
 
 
-def test_context_budget_compacts_old_observations_then_stops(make_launcher: LauncherFactory, workspace: Path) -> None:
-    (workspace / "big.py").write_text("".join(f"x_{i} = {i}  # filler line for the context test\n" for i in range(400)))
+def test_context_budget_compacts_old_observations_then_stops(
+    make_launcher: LauncherFactory, workspace: Path
+) -> None:
+    (workspace / "big.py").write_text(
+        "".join(f"x_{i} = {i}  # filler line for the context test\n" for i in range(400))
+    )
     turns = [tool_call("Read", _id=f"r{i}", path="big.py", start=1 + 100 * i, limit=100) for i in range(4)]
     launcher, model = make_launcher([*turns, final(GOOD), final(GOOD)])
     result = launcher.launch(_request(context_token_budget=4000, total_token_budget=60000))
@@ -93,7 +99,9 @@ def test_context_budget_compacts_old_observations_then_stops(make_launcher: Laun
 
 def test_context_budget_terminal_when_the_task_alone_does_not_fit(make_launcher: LauncherFactory) -> None:
     launcher, model = make_launcher([final(GOOD)])
-    result = launcher.launch(SubagentRequest(task="explain " * 4000, overrides={"context_token_budget": 1500}))
+    result = launcher.launch(
+        SubagentRequest(task="explain " * 4000, overrides={"context_token_budget": 1500})
+    )
     assert result.terminal_reason == "context_budget"
     assert result.status == "failed" and model.requests == []
 
@@ -168,7 +176,9 @@ def test_harness_crash_is_recorded_not_raised(make_launcher: LauncherFactory) ->
     assert read_trace(result.trace_path)[-1].kind == "run_ended"
 
 
-def test_forbidden_tools_are_denied_and_counted_apart(make_launcher: LauncherFactory, workspace: Path) -> None:
+def test_forbidden_tools_are_denied_and_counted_apart(
+    make_launcher: LauncherFactory, workspace: Path
+) -> None:
     before = {p: p.read_bytes() for p in workspace.rglob("*") if p.is_file()}
     calls = tool_calls(
         ("Edit", {"path": "app/auth.py", "old": "login", "new": "pwned"}),
@@ -180,7 +190,10 @@ def test_forbidden_tools_are_denied_and_counted_apart(make_launcher: LauncherFac
     result = launcher.launch(_request())
     assert result.terminal_reason == "completed"
     assert result.tool_usage == {
-        "Edit": {"denied": 1}, "Bash": {"denied": 1}, "Task": {"denied": 1}, "Read": {"executed": 1},
+        "Edit": {"denied": 1},
+        "Bash": {"denied": 1},
+        "Task": {"denied": 1},
+        "Read": {"executed": 1},
     }
     assert {p: p.read_bytes() for p in workspace.rglob("*") if p.is_file()} == before
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import REPO
+from pydantic import ValidationError
+
 from subagent_lab.profiles import config_json_schema, load_config
 from subagent_lab.types import ConfigError
 
@@ -27,13 +28,20 @@ def test_shipped_profiles_match_the_spec() -> None:
     cfg = load_config(REPO / "profiles.yaml", env={})
     explore, verification = cfg.profile("explore"), cfg.profile("verification")
     assert (explore.tools, explore.max_steps, explore.context_token_budget, explore.total_token_budget) == (
-        ("Read", "Grep", "Glob"), 12, 16000, 32000)
+        ("Read", "Grep", "Glob"),
+        12,
+        16000,
+        32000,
+    )
     assert (explore.model, explore.contract) == ("light", "ExploreResult")
     assert (verification.max_steps, verification.context_token_budget, verification.total_token_budget) == (
-        10, 20000, 40000)
+        10,
+        20000,
+        40000,
+    )
     assert (verification.model, verification.contract) == ("main", "VerificationResult")
     assert "JSON" in explore.system_prompt  # loaded from prompts/explore.md
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         explore.max_steps = 99  # type: ignore[misc]  # frozen
 
 
@@ -43,7 +51,10 @@ def test_shipped_profiles_match_the_spec() -> None:
         (lambda r: r["profiles"]["explore"].update(tools=["Read", "Bash"]), "profiles.explore"),
         (lambda r: r["profiles"]["explore"].update(tools=["Read", "Task"]), "may not hold ['Task']"),
         (lambda r: r["profiles"]["explore"].update(max_steps=0), "profiles.explore.max_steps"),
-        (lambda r: r["profiles"]["explore"].update(context_token_budget=99999), "context_token_budget (99999)"),
+        (
+            lambda r: r["profiles"]["explore"].update(context_token_budget=99999),
+            "context_token_budget (99999)",
+        ),
         (lambda r: r["profiles"]["explore"].update(model="huge"), "profiles.explore.model"),
         (lambda r: r["profiles"]["explore"].update(contract="Nope"), "unknown contract 'Nope'"),
         (lambda r: r["profiles"]["explore"].update(max_stepz=3), "profiles.explore.max_stepz"),
@@ -70,17 +81,25 @@ def test_missing_prompt_file_names_field(tmp_path: Path) -> None:
         "models: {main: {model: m}}\nprofiles:\n  explore: {system_prompt_file: nope.md, max_steps: 3,"
         " context_token_budget: 10, total_token_budget: 20}\n"
     )
-    with pytest.raises(ConfigError, match="profiles.explore.system_prompt_file"):
+    with pytest.raises(ConfigError, match=r"profiles\.explore\.system_prompt_file"):
         load_config(path, env={})
 
 
 def test_env_overrides_point_models_elsewhere() -> None:
-    env = {"LLM_BASE_URL": "http://example.invalid/v1", "LLM_MODEL_ID": "big", "LLM_API_KEY": "k",
-           "LIGHT_LLM_MODEL_ID": "small"}
+    env = {
+        "LLM_BASE_URL": "http://example.invalid/v1",
+        "LLM_MODEL_ID": "big",
+        "LLM_API_KEY": "k",
+        "LIGHT_LLM_MODEL_ID": "small",
+    }
     cfg = load_config(REPO / "profiles.yaml", env=env)
     main, light = cfg.models["main"], cfg.models["light"]
     assert main is not None and light is not None
-    assert (main.base_url, main.model, main.api_key_env) == ("http://example.invalid/v1", "big", "LLM_API_KEY")
+    assert (main.base_url, main.model, main.api_key_env) == (
+        "http://example.invalid/v1",
+        "big",
+        "LLM_API_KEY",
+    )
     assert light.model == "small" and light.base_url is None
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import REPO
+
 from subagent_lab.bench.suite import load_suite
 from subagent_lab.experiments.analysis import budget_curve, summarize, terminal_reasons
 from subagent_lab.experiments.sweep import SweepSpec, Variant, load_results, run_sweep, sweep_dir
@@ -18,8 +18,13 @@ TASK = next(t for t in load_suite() if t.id == "yaml-safe-load")
 
 
 def _answer(evidence: list[str]) -> dict[str, object]:
-    return {"status": "completed", "summary": "safe_load is defined in __init__.py and uses SafeLoader.",
-            "findings": ["safe_load calls load with SafeLoader"], "evidence": evidence, "unresolved_questions": []}
+    return {
+        "status": "completed",
+        "summary": "safe_load is defined in __init__.py and uses SafeLoader.",
+        "findings": ["safe_load calls load with SafeLoader"],
+        "evidence": evidence,
+        "unresolved_questions": [],
+    }
 
 
 GOLD = [f"{g.path}:{g.start}-{g.end}" for g in TASK.gold]
@@ -38,9 +43,16 @@ def config_path(tmp_path: Path) -> str:
 
 
 def test_sweep_table_has_one_scored_row_per_run(config_path: str, tmp_path: Path) -> None:
-    spec = SweepSpec(name="t", tasks=(TASK.id,), models=("light", "main"),
-                     variants=(Variant(label="s4", overrides={"max_steps": 4}), Variant()), repeats=2)
-    df = run_sweep(spec, config_path=config_path, out_dir=tmp_path / "sw", model_factory=FACTORY, progress=False)
+    spec = SweepSpec(
+        name="t",
+        tasks=(TASK.id,),
+        models=("light", "main"),
+        variants=(Variant(label="s4", overrides={"max_steps": 4}), Variant()),
+        repeats=2,
+    )
+    df = run_sweep(
+        spec, config_path=config_path, out_dir=tmp_path / "sw", model_factory=FACTORY, progress=False
+    )
     assert len(df) == 2 * 2 * 2
     assert set(df["terminal_reason"]) == {"completed"}
     assert (df["quality"] == 1.0).all() and (df["gold_recall_line"] == 1.0).all()
@@ -62,8 +74,14 @@ def test_resume_skips_finished_runs_and_redoes_torn_ones(config_path: str, tmp_p
     # Simulate a sweep killed mid-write: drop one finished row and tear the last line.
     results.write_text(lines[0] + "\n" + lines[1][: len(lines[1]) // 2])
     calls: list[str] = []
-    df = run_sweep(spec, config_path=config_path, out_dir=out, model_factory=FACTORY, progress=False,
-                   on_row=lambda row: calls.append(row["run_key"]))
+    df = run_sweep(
+        spec,
+        config_path=config_path,
+        out_dir=out,
+        model_factory=FACTORY,
+        progress=False,
+        on_row=lambda row: calls.append(row["run_key"]),
+    )
     assert len(calls) == 2  # only the two missing runs ran again
     assert sorted(df["run_key"]) == sorted({json.loads(lines[0])["run_key"], *calls})
     assert len(load_results(sweep_dir(spec, out))) == 3
@@ -72,9 +90,16 @@ def test_resume_skips_finished_runs_and_redoes_torn_ones(config_path: str, tmp_p
 def test_model_call_cache_makes_reruns_free_and_visible(config_path: str, tmp_path: Path) -> None:
     first = SweepSpec(name="c1", tasks=(TASK.id,), models=("light",))
     second = SweepSpec(name="c2", tasks=(TASK.id,), models=("light",))  # same requests, new sweep
-    a = run_sweep(first, config_path=config_path, out_dir=tmp_path / "sw", model_factory=FACTORY, progress=False)
-    b = run_sweep(second, config_path=config_path, out_dir=tmp_path / "sw",
-                  model_factory=ScriptedFactory({}), progress=False)  # an empty script: any miss would fail
+    a = run_sweep(
+        first, config_path=config_path, out_dir=tmp_path / "sw", model_factory=FACTORY, progress=False
+    )
+    b = run_sweep(
+        second,
+        config_path=config_path,
+        out_dir=tmp_path / "sw",
+        model_factory=ScriptedFactory({}),
+        progress=False,
+    )  # an empty script: any miss would fail
     assert a["cache_hits"].iloc[0] == 0 and a["cache_misses"].iloc[0] == 2
     assert b["cache_hits"].iloc[0] == 2 and b["status"].iloc[0] == "completed"
     assert b["total_tokens"].iloc[0] == a["total_tokens"].iloc[0]
@@ -83,17 +108,30 @@ def test_model_call_cache_makes_reruns_free_and_visible(config_path: str, tmp_pa
 def test_crashed_run_is_recorded_not_lost(config_path: str, tmp_path: Path) -> None:
     spec = SweepSpec(name="x", tasks=(TASK.id,), models=("light",))
     broken = ScriptedFactory({"*": []})  # ScriptedModel raises AssertionError: a harness-level crash
-    df = run_sweep(spec, config_path=config_path, out_dir=tmp_path / "sw", model_factory=broken, progress=False,
-                   cache=False)
+    df = run_sweep(
+        spec,
+        config_path=config_path,
+        out_dir=tmp_path / "sw",
+        model_factory=broken,
+        progress=False,
+        cache=False,
+    )
     assert df["terminal_reason"].iloc[0] == "crashed" and "ran out of turns" in df["detail"].iloc[0]
 
 
 def test_dask_local_cluster_executor(config_path: str, tmp_path: Path) -> None:
     distributed = pytest.importorskip("distributed")
     spec = SweepSpec(name="d", tasks=(TASK.id,), models=("light", "main"), repeats=2)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        with distributed.Client(cluster) as client:
-            df = run_sweep(spec, config_path=config_path, out_dir=tmp_path / "sw", executor=client.get_executor(),
-                           model_factory=FACTORY, progress=False)
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster, distributed.Client(cluster) as client:
+        df = run_sweep(
+            spec,
+            config_path=config_path,
+            out_dir=tmp_path / "sw",
+            executor=client.get_executor(),
+            model_factory=FACTORY,
+            progress=False,
+        )
     assert len(df) == 4 and set(df["status"]) == {"completed"}
     assert (df["quality"] == 1.0).all()

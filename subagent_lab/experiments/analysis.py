@@ -19,18 +19,22 @@ def summarize(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
     if df.empty:
         return pd.DataFrame()
     grouped = df.groupby(by, dropna=False)
-    out = pd.DataFrame({
-        "runs": grouped.size(),
-        "completion_rate": grouped["status"].apply(lambda s: float((s == "completed").mean())),
-        "contract_valid_rate": grouped["contract_valid"].mean(),
-        "median_tokens": grouped["total_tokens"].median(),
-        "p90_tokens": grouped["total_tokens"].apply(_p90),
-        "mean_quality": grouped["quality"].mean(),
-        "mean_grounded": grouped["grounded_ratio"].mean(),
-        "median_elapsed_s": grouped["elapsed_s"].median(),
-    })
+    out = pd.DataFrame(
+        {
+            "runs": grouped.size(),
+            "completion_rate": grouped["status"].apply(lambda s: float((s == "completed").mean())),
+            "contract_valid_rate": grouped["contract_valid"].mean(),
+            "median_tokens": grouped["total_tokens"].median(),
+            "p90_tokens": grouped["total_tokens"].apply(_p90),
+            "mean_quality": grouped["quality"].mean(),
+            "mean_grounded": grouped["grounded_ratio"].mean(),
+            "median_elapsed_s": grouped["elapsed_s"].median(),
+        }
+    )
     completed = df[df["status"] == "completed"].groupby(by, dropna=False)
-    out["cost_per_completed_usd"] = grouped["cost_usd"].sum() / completed.size().reindex(out.index).replace(0, pd.NA)
+    n_completed = completed.size().reindex(out.index).fillna(0)
+    cost = grouped["cost_usd"].sum()
+    out["cost_per_completed_usd"] = (cost / n_completed).where(n_completed > 0)
     return out.reset_index()
 
 
@@ -40,7 +44,7 @@ def terminal_reasons(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFr
     if df.empty:
         return pd.DataFrame()
     counts = df.groupby(by, dropna=False)["terminal_reason"].value_counts(normalize=True)
-    return counts.unstack(fill_value=0.0).reset_index()
+    return counts.unstack().fillna(0.0).reset_index()
 
 
 def budget_curve(df: pd.DataFrame, budget: str = "total_token_budget") -> pd.DataFrame:
@@ -48,19 +52,34 @@ def budget_curve(df: pd.DataFrame, budget: str = "total_token_budget") -> pd.Dat
     if df.empty:
         return pd.DataFrame()
     grouped = df.groupby(["model_used", budget], dropna=False)
-    return pd.DataFrame({
-        "mean_quality": grouped["quality"].mean(),
-        "completion_rate": grouped["status"].apply(lambda s: float((s == "completed").mean())),
-        "median_tokens": grouped["total_tokens"].median(),
-        "runs": grouped.size(),
-    }).reset_index()
+    return pd.DataFrame(
+        {
+            "mean_quality": grouped["quality"].mean(),
+            "completion_rate": grouped["status"].apply(lambda s: float((s == "completed").mean())),
+            "median_tokens": grouped["total_tokens"].median(),
+            "runs": grouped.size(),
+        }
+    ).reset_index()
 
 
 def headline(df: pd.DataFrame) -> pd.DataFrame:
     """The per-run table a person reads first (the full table has ~50 columns)."""
-    cols = ["task_id", "model_used", "variant", "terminal_reason", "status", "steps", "total_tokens",
-            "contract_valid", "evidence_count", "grounded_ratio", "gold_recall_line", "quality", "elapsed_s",
-            "cache_hits"]
+    cols = [
+        "task_id",
+        "model_used",
+        "variant",
+        "terminal_reason",
+        "status",
+        "steps",
+        "total_tokens",
+        "contract_valid",
+        "evidence_count",
+        "grounded_ratio",
+        "gold_recall_line",
+        "quality",
+        "elapsed_s",
+        "cache_hits",
+    ]
     return df[[c for c in cols if c in df.columns]]
 
 

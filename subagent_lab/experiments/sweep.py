@@ -9,6 +9,7 @@ function ``execute_run``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -82,8 +83,14 @@ def select_tasks(selectors: Iterable[str], suite: list[BenchTask] | None = None)
     known = {t.id for t in suite} | {"smoke", "all"} | {t.kind for t in suite}
     unknown = sorted(wanted - known)
     if unknown:
-        raise ValueError(f"unknown task ids or selectors {unknown}; use ids from the suite, 'smoke', 'all' or a kind")
-    return [t for t in suite if "all" in wanted or t.id in wanted or t.kind in wanted or ("smoke" in wanted and t.smoke)]
+        raise ValueError(
+            f"unknown task ids or selectors {unknown}; use ids from the suite, 'smoke', 'all' or a kind"
+        )
+    return [
+        t
+        for t in suite
+        if "all" in wanted or t.id in wanted or t.kind in wanted or ("smoke" in wanted and t.smoke)
+    ]
 
 
 def plan_runs(spec: SweepSpec, *, config_path: str | None, out: Path, cache: bool) -> list[RunSpec]:
@@ -91,8 +98,13 @@ def plan_runs(spec: SweepSpec, *, config_path: str | None, out: Path, cache: boo
     return [
         RunSpec(
             run_key=f"{task.id}|{model}|{variant.label}|{repeat}",
-            task=task, model=model, profile=spec.profile, variant=variant, repeat=repeat,
-            config_path=config_path, trace_dir=str(out / "traces"),
+            task=task,
+            model=model,
+            profile=spec.profile,
+            variant=variant,
+            repeat=repeat,
+            config_path=config_path,
+            trace_dir=str(out / "traces"),
             cache_dir=str(out.parent / "model-cache") if cache else None,
         )
         for task in select_tasks(spec.tasks)
@@ -102,7 +114,9 @@ def plan_runs(spec: SweepSpec, *, config_path: str | None, out: Path, cache: boo
     ]
 
 
-def _caching_factory(inner: ModelFactory, lab: LabConfig, cache_dir: str, models: list[CachingModel]) -> ModelFactory:
+def _caching_factory(
+    inner: ModelFactory, lab: LabConfig, cache_dir: str, models: list[CachingModel]
+) -> ModelFactory:
     def make(choice: ModelChoice, cfg: ModelConfig) -> Model:
         model = CachingModel(inner(choice, cfg), cache_dir, namespace=f"{lab.endpoint_url(cfg)}|{cfg.model}")
         models.append(model)
@@ -122,25 +136,43 @@ def execute_run(run: RunSpec, model_factory: ModelFactory | None = None) -> dict
             factory = _caching_factory(factory, lab, run.cache_dir, cached)
         root = package_root(run.task.package)
         launcher = SubagentLauncher(lab, root, model_factory=factory, trace_dir=run.trace_dir)
-        request = SubagentRequest(task=run.task.prompt, profile=run.profile, model=run.model,
-                                  overrides=run.variant.overrides)
+        request = SubagentRequest(
+            task=run.task.prompt, profile=run.profile, model=run.model, overrides=run.variant.overrides
+        )
         profile = launcher.resolve_profile(request)
         result = launcher.launch(request)
         score = score_run(run.task, result.contract, root)
         row = result_row(run, result.model_dump(mode="json"), score.model_dump(mode="json"))
-        row.update(max_steps=profile.max_steps, context_token_budget=profile.context_token_budget,
-                   total_token_budget=profile.total_token_budget,
-                   cache_hits=sum(m.hits for m in cached), cache_misses=sum(m.misses for m in cached))
+        row.update(
+            max_steps=profile.max_steps,
+            context_token_budget=profile.context_token_budget,
+            total_token_budget=profile.total_token_budget,
+            cache_hits=sum(m.hits for m in cached),
+            cache_misses=sum(m.misses for m in cached),
+        )
         return row
     except Exception as exc:  # recorded, not lost: the sweep goes on
-        return {**_base_row(run), "terminal_reason": "crashed", "status": "failed", "error":
-                "".join(traceback.format_exception(exc))[-3000:], "elapsed_s": time.time() - started}
+        return {
+            **_base_row(run),
+            "terminal_reason": "crashed",
+            "status": "failed",
+            "error": "".join(traceback.format_exception(exc))[-3000:],
+            "elapsed_s": time.time() - started,
+        }
 
 
 def _base_row(run: RunSpec) -> dict[str, Any]:
-    return {"run_key": run.run_key, "task_id": run.task.id, "kind": run.task.kind, "package": run.task.package,
-            "profile": run.profile, "model_choice": run.model, "variant": run.variant.label,
-            "overrides": json.dumps(run.variant.overrides, sort_keys=True), "repeat": run.repeat}
+    return {
+        "run_key": run.run_key,
+        "task_id": run.task.id,
+        "kind": run.task.kind,
+        "package": run.task.package,
+        "profile": run.profile,
+        "model_choice": run.model,
+        "variant": run.variant.label,
+        "overrides": json.dumps(run.variant.overrides, sort_keys=True),
+        "repeat": run.repeat,
+    }
 
 
 def result_row(run: RunSpec, result: dict[str, Any], score: dict[str, Any]) -> dict[str, Any]:
@@ -148,23 +180,44 @@ def result_row(run: RunSpec, result: dict[str, Any], score: dict[str, Any]) -> d
     usage = result["usage"]
     row = {
         **_base_row(run),
-        "model_used": result["model_used"], "model_id": result["model_id"], "fallback": result["fallback"],
-        "terminal_reason": result["terminal_reason"], "status": result["status"], "detail": result["detail"][-800:],
-        "steps": result["steps"], "model_calls": result["model_calls"],
-        "prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"],
-        "cached_tokens": usage["cached_tokens"], "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"],
-        "usage_estimated": usage["estimated"], "cost_usd": result["cost_usd"],
-        "elapsed_s": result["elapsed_s"], "model_time_s": result["model_time_s"],
+        "model_used": result["model_used"],
+        "model_id": result["model_id"],
+        "fallback": result["fallback"],
+        "terminal_reason": result["terminal_reason"],
+        "status": result["status"],
+        "detail": result["detail"][-800:],
+        "steps": result["steps"],
+        "model_calls": result["model_calls"],
+        "prompt_tokens": usage["prompt_tokens"],
+        "completion_tokens": usage["completion_tokens"],
+        "cached_tokens": usage["cached_tokens"],
+        "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"],
+        "usage_estimated": usage["estimated"],
+        "cost_usd": result["cost_usd"],
+        "elapsed_s": result["elapsed_s"],
+        "model_time_s": result["model_time_s"],
         "harness_time_s": max(result["elapsed_s"] - result["model_time_s"], 0.0),
-        "contract_valid": result["contract"] is not None, "repairs_used": result["repairs_used"],
-        "grace_used": result["grace_used"], "grounded_ratio": result["grounded_ratio"],
-        "trace_path": result["trace_path"], "error": None,
+        "contract_valid": result["contract"] is not None,
+        "repairs_used": result["repairs_used"],
+        "grace_used": result["grace_used"],
+        "grounded_ratio": result["grounded_ratio"],
+        "trace_path": result["trace_path"],
+        "error": None,
     }
     for tool in TOOLS:
         for outcome in OUTCOMES:
             row[f"{tool}_{outcome}"] = result["tool_usage"].get(tool, {}).get(outcome, 0)
-    for key in ("evidence_count", "evidence_precision_file", "evidence_precision_line", "gold_recall_file",
-                "gold_recall_line", "keyword_recall", "admits_absence", "invented_evidence", "quality"):
+    for key in (
+        "evidence_count",
+        "evidence_precision_file",
+        "evidence_precision_line",
+        "gold_recall_file",
+        "gold_recall_line",
+        "keyword_recall",
+        "admits_absence",
+        "invented_evidence",
+        "quality",
+    ):
         row[key] = score[key]
     return row
 
@@ -264,10 +317,9 @@ def _start_embedded_server(lab: LabConfig, choices: set[ModelChoice]) -> None:
     if any(lab.resolve_model(choice)[1].base_url is None for choice in choices):
         from subagent_lab.server import ensure_server
 
-        try:
+        # On failure each run reports it as a model_error with the URL and the log path.
+        with contextlib.suppress(Exception):
             ensure_server(lab)
-        except Exception:
-            pass  # each run then reports the failure as model_error with the URL and log path
 
 
 def _progress(*, total: int, initial: int, enabled: bool) -> Any:

@@ -1,0 +1,148 @@
+"""CLI commands for experiments: ``run``, ``sweep``, ``check``, ``schema``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def _parse_sets(items: list[str]) -> dict[str, Any]:
+    """``--set max_steps=6`` pairs into profile overrides (values parsed as YAML scalars)."""
+    overrides: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--set expects key=value, got {item!r}")
+        overrides[key.strip()] = yaml.safe_load(value)
+    return overrides
+
+
+def args_run(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("task", help="what the sub-agent should find out")
+    parser.add_argument("--workspace", default=".", help="the directory the child may read (default: .)")
+    parser.add_argument("--profile", default="explore")
+    parser.add_argument("--model", choices=["light", "main"], default=None)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="profile override")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run one child and print its result, usage and trace path."""
+    from subagent_lab.launcher import SubagentLauncher, SubagentRequest
+    from subagent_lab.profiles import load_config
+
+    config = load_config(args.config)
+    launcher = SubagentLauncher(config, Path(args.workspace))
+    request = SubagentRequest(
+        task=args.task, profile=args.profile, model=args.model, overrides=_parse_sets(args.set)
+    )
+    result = launcher.launch(request)
+    print(f"status: {result.status}   terminal_reason: {result.terminal_reason}   model: {result.model_id}")
+    if result.detail and result.status == "failed":
+        print(f"detail: {result.detail}")
+    print(json.dumps(result.contract, indent=2, ensure_ascii=False) if result.contract else "(no contract)")
+    tools = ", ".join(f"{name} {counts}" for name, counts in result.tool_usage.items()) or "none"
+    print(
+        f"tokens: {result.usage.total_tokens} (prompt {result.usage.prompt_tokens}, completion "
+        f"{result.usage.completion_tokens})  steps: {result.steps}  tools: {tools}  {result.elapsed_s:.1f}s"
+    )
+    print(f"trace: {result.trace_path}")
+    return 0 if result.status != "failed" else 1
+
+
+def args_sweep(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--suite", default="smoke", help="task ids, 'smoke', 'all' or a kind, comma-separated"
+    )
+    parser.add_argument("--models", default="light,main", help="comma-separated model choices")
+    parser.add_argument("--profile", default="explore")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=1, help="runs in parallel (the local server runs one)")
+    parser.add_argument("--name", default="cli")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="profile override")
+    parser.add_argument("--no-cache", action="store_true", help="do not reuse recorded model calls")
+    parser.add_argument("--out", default=None, help="sweeps directory (default: <trace_dir>/sweeps)")
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """Run (or resume) a sweep and print its tables; also writes results.csv, summary.csv and a plot."""
+    import pandas as pd
+
+    from subagent_lab.experiments.analysis import headline, summarize, terminal_reasons
+    from subagent_lab.experiments.sweep import SweepSpec, Variant, run_sweep, sweep_dir
+    from subagent_lab.profiles import load_config
+
+    overrides = _parse_sets(args.set)
+    spec = SweepSpec(
+        name=args.name,
+        tasks=tuple(t.strip() for t in args.suite.split(",") if t.strip()),
+        models=tuple(m.strip() for m in args.models.split(",") if m.strip()),
+        profile=args.profile,
+        variants=(Variant(label="custom" if overrides else "default", overrides=overrides),),
+        repeats=args.repeats,
+    )
+    config = load_config(args.config)
+    out = sweep_dir(spec, args.out, config)
+    print(f"sweep {spec.name}-{spec.key()} -> {out}")
+    df = run_sweep(
+        spec, config_path=config.source, out_dir=args.out, max_workers=args.workers, cache=not args.no_cache
+    )
+    with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_colwidth", 40):
+        print("\nRuns:")
+        print(headline(df).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+        summary = summarize(df)
+        print("\nBy model:")
+        print(summary.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print("\nTerminal reasons (share of runs):")
+        print(terminal_reasons(df).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    df.to_csv(out / "results.csv", index=False)
+    summary.to_csv(out / "summary.csv", index=False)
+    _save_plot(df, out / "terminal_reasons.png")
+    print(
+        f"\ntable: {out / 'results.csv'}  summary: {out / 'summary.csv'}  plot: {out / 'terminal_reasons.png'}"
+    )
+    return 0
+
+
+def _save_plot(df: Any, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from subagent_lab.experiments.analysis import plot_terminal_reasons
+
+    ax = plot_terminal_reasons(df)
+    ax.figure.tight_layout()
+    ax.figure.savefig(path, dpi=110)
+    plt.close(ax.figure)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Validate profiles.yaml and list its models and profiles."""
+    from subagent_lab.profiles import load_config
+
+    config = load_config(args.config)
+    print(f"{config.source}: OK")
+    for choice, model in config.models.items():
+        where = (
+            model.base_url or f"embedded server {config.server.base_url}" if model else "falls back to main"
+        )
+        print(f"  model {choice}: {model.model if model else '-'} ({where})")
+    for name, p in config.profiles.items():
+        print(
+            f"  profile {name}: tools={list(p.tools)} steps={p.max_steps} context={p.context_token_budget} "
+            f"total={p.total_token_budget} model={p.model} contract={p.contract}"
+        )
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    """Print the JSON schema of profiles.yaml (for editor validation)."""
+    from subagent_lab.profiles import config_json_schema
+
+    print(json.dumps(config_json_schema(), indent=2))
+    return 0

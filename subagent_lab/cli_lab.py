@@ -102,7 +102,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     summary.to_csv(out / "summary.csv", index=False)
     _save_plot(df, out / "terminal_reasons.png")
     print(
-        f"\ntable: {out / 'results.csv'}  summary: {out / 'summary.csv'}  plot: {out / 'terminal_reasons.png'}"
+        f"\nwritten: {out / 'results.csv'}, summary.csv and terminal_reasons.png beside it"
     )
     return 0
 

@@ -1,0 +1,245 @@
+"""The embedded server's lifecycle: reuse, busy port, start-up failure, stop; one live test.
+
+The unit tests use stand-ins (a stdlib HTTP server, a tiny subprocess) on free ports and a
+temporary cache directory; only the ``live`` test loads the real models.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from subagent_lab import server, weights
+from subagent_lab.cli import main as cli_main
+from subagent_lab.profiles import LabConfig, ModelConfig, ServerConfig
+from subagent_lab.server import ServerError
+
+ALIASES = [spec.alias for spec in weights.SPECS.values()]
+
+FAKE_SERVER = """
+import json, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+port, aliases = int(sys.argv[1]), sys.argv[2].split(",")
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps({"object": "list", "data": [{"id": a} for a in aliases]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+print("fake server listening", flush=True)
+HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def lab(config: LabConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LabConfig:
+    """The repo's configuration on a free port, with a private cache directory."""
+    monkeypatch.setenv("SUBAGENT_LAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(server, "PROBE_TIMEOUT_S", 0.5)
+    return config.model_copy(update={"server": ServerConfig(port=free_port(), startup_timeout_s=20)})
+
+
+class _Models(BaseHTTPRequestHandler):
+    aliases: list[str] = ALIASES
+
+    def do_GET(self) -> None:
+        body = json.dumps({"object": "list", "data": [{"id": a} for a in self.aliases]}).encode()
+        self.send_response(200 if self.path == "/v1/models" else 404)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def http_models(lab: LabConfig) -> Iterator[type[_Models]]:
+    """An in-thread HTTP server at the lab's port answering ``/v1/models``; set ``.aliases``."""
+    handler = type("Handler", (_Models,), {"aliases": list(ALIASES)})
+    httpd = ThreadingHTTPServer((lab.server.host, lab.server.port), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield handler
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def must_not_start() -> list[str]:
+    return [sys.executable, "-c", "raise SystemExit('a server was started although one was running')"]
+
+
+def test_reuses_a_healthy_server(lab: LabConfig, http_models: type[_Models]) -> None:
+    handle = server.ensure_server(lab, command=must_not_start())
+    assert handle.started is False
+    assert handle.url == f"http://127.0.0.1:{lab.server.port}/v1"
+    assert handle.aliases == tuple(ALIASES)
+    assert server.server_status(lab)["state"] == "healthy"
+
+
+def test_server_without_our_models_counts_as_busy_port(lab: LabConfig, http_models: type[_Models]) -> None:
+    http_models.aliases = ["some-other-model"]
+    with pytest.raises(
+        ServerError, match=rf"port {lab.server.port} on 127.0.0.1 is in use.*some-other-model"
+    ):
+        server.ensure_server(lab, command=must_not_start())
+
+
+def test_busy_port_held_by_a_non_http_program(lab: LabConfig) -> None:
+    with socket.socket() as sock:
+        sock.bind((lab.server.host, lab.server.port))
+        sock.listen()
+        with pytest.raises(ServerError, match=rf"port {lab.server.port} .* in use by another program"):
+            server.ensure_server(lab, command=must_not_start())
+
+
+def test_startup_failure_quotes_the_log(lab: LabConfig) -> None:
+    crash = [sys.executable, "-c", "import sys; print('boom: bad model file', file=sys.stderr); sys.exit(3)"]
+    with pytest.raises(ServerError) as info:
+        server.ensure_server(lab, command=crash)
+    message = str(info.value)
+    assert "exited with code 3" in message
+    assert "boom: bad model file" in message
+    assert str(server.log_path(lab)) in message
+    assert not (server.server_dir() / f"server-{lab.server.port}.pid").exists()
+
+
+def test_startup_timeout_kills_the_process(lab: LabConfig) -> None:
+    sleeper = [sys.executable, "-c", "import time; print('loading...', flush=True); time.sleep(60)"]
+    with pytest.raises(ServerError, match=r"did not become ready within 1 s(.|\n)*loading\.\.\."):
+        server.ensure_server(lab, command=sleeper, timeout_s=1)
+    assert server.stop_server(lab) is False
+
+
+def test_no_start_gives_the_url_and_how_to_start(lab: LabConfig) -> None:
+    with pytest.raises(
+        ServerError, match=rf"127.0.0.1:{lab.server.port}/v1 is not answering.*subagent-lab serve"
+    ):
+        server.ensure_server(lab, start=False)
+
+
+def test_start_reuse_and_stop_lifecycle(lab: LabConfig, tmp_path: Path) -> None:
+    script = tmp_path / "fake_server.py"
+    script.write_text(FAKE_SERVER)
+    # --config_file marks it as a server process for the pid-recycling guard.
+    command = [sys.executable, str(script), str(lab.server.port), ",".join(ALIASES), "--config_file", "x"]
+    handle = server.ensure_server(lab, command=command, stop_at_exit=False)
+    try:
+        assert handle.started is True and handle.pid is not None
+        assert "fake server listening" in handle.log_path.read_text()
+        pid_info = json.loads((server.server_dir() / f"server-{lab.server.port}.pid").read_text())
+        assert pid_info["pid"] == handle.pid
+        again = server.ensure_server(lab, command=must_not_start())
+        assert again.started is False and again.pid == handle.pid
+        status = server.server_status(lab)
+        assert status["state"] == "healthy" and status["pid"] == handle.pid
+    finally:
+        assert server.stop_server(lab) is True
+    with pytest.raises(ProcessLookupError):
+        os.kill(handle.pid, 0)
+    assert server.stop_server(lab) is False
+    assert server.server_status(lab)["state"] == "free"
+
+
+def test_stale_pid_file_is_ignored(lab: LabConfig) -> None:
+    server.server_dir().mkdir(parents=True)
+    (server.server_dir() / f"server-{lab.server.port}.pid").write_text(json.dumps({"pid": 2**22 + 12345}))
+    assert server.stop_server(lab) is False
+    assert server.server_status(lab)["pid"] is None
+
+
+def test_server_settings_for_both_models(lab: LabConfig) -> None:
+    paths = {"light": Path("/m/light.gguf"), "main": Path("/m/main.gguf")}
+    settings = server.server_settings(lab, paths)
+    assert settings["port"] == lab.server.port
+    assert [m["model_alias"] for m in settings["models"]] == ALIASES
+    for model in settings["models"]:
+        assert model["n_ctx"] == lab.server.n_ctx
+        assert model["logits_all"] is False  # else ~10 GB of logits at n_ctx 16384
+        assert model["n_threads"] >= 1 and "chat_format" not in model
+    custom = lab.model_copy(update={"server": ServerConfig(n_threads=3)})
+    assert {m["n_threads"] for m in server.server_settings(custom, paths)["models"]} == {3}
+
+
+def test_only_default_endpoints_are_managed(lab: LabConfig) -> None:
+    assert server.managed_models(lab) == {"light": ALIASES[0], "main": ALIASES[1]}
+    external = ModelConfig(model="gpt-x", base_url="http://example.invalid/v1")
+    assert server.managed_models(lab.model_copy(update={"models": {"main": external}})) == {}
+    unknown = ModelConfig(model="not-embedded")
+    with pytest.raises(ServerError, match="not embedded models"):
+        server.managed_models(lab.model_copy(update={"models": {"main": unknown}}))
+
+
+def test_default_endpoint_error_names_url_and_log(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("line 1\nSegmentation fault\n")
+    message = server.default_endpoint_error("http://127.0.0.1:8765/v1", log, tail_lines=1)
+    assert "http://127.0.0.1:8765/v1" in message and str(log) in message
+    assert message.endswith("Segmentation fault")
+
+
+def test_cli_reports_errors_in_one_line(
+    lab: LabConfig, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli_main(["models", "path", "light"]) == 2
+    assert "models install" in capsys.readouterr().err
+    assert cli_main(["status"]) in (0, 1)  # the repo's port: healthy or not, never an error
+
+
+def _live_ready() -> str | None:
+    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("uvicorn") is None:
+        return "llama-cpp-python[server] is not installed (run scripts/setup.sh)"
+    for spec in weights.SPECS.values():
+        if not weights.is_verified(spec):
+            try:
+                weights.find_parts(spec)
+            except weights.WeightsError as exc:
+                return str(exc)
+    return None
+
+
+@pytest.mark.live
+def test_live_embedded_server_chat(config: LabConfig) -> None:
+    reason = _live_ready()
+    if reason:
+        pytest.skip(reason)
+    from openai import OpenAI
+
+    lab = config.model_copy(update={"server": ServerConfig(port=free_port(), startup_timeout_s=300)})
+    started = time.monotonic()
+    handle = server.ensure_server(lab)
+    try:
+        assert handle.started and time.monotonic() - started < 300
+        client = OpenAI(base_url=handle.url, api_key="none", max_retries=0)
+        assert {m.id for m in client.models.list().data} >= set(ALIASES)
+        reply = client.chat.completions.create(
+            model=ALIASES[0],
+            messages=[{"role": "user", "content": "Reply with the single word: pong"}],
+            temperature=0,
+            seed=0,
+            max_tokens=8,
+        )
+        assert reply.choices[0].message.content
+        assert reply.usage is not None and reply.usage.prompt_tokens > 0 and reply.usage.completion_tokens > 0
+    finally:
+        assert server.stop_server(lab) is True

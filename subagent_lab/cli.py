@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from subagent_lab import server, weights
+from subagent_lab import cli_lab, server, weights
 from subagent_lab.profiles import LabConfig, load_config
 from subagent_lab.types import ConfigError
 
@@ -116,8 +116,10 @@ COMMANDS: list[Command] = [
     Command("status", "show the embedded model server's state", cmd_status, _args_status),
     Command("models install", "assemble and verify the embedded GGUF weights", cmd_models_install),
     Command("models path", "print the assembled GGUF paths", cmd_models_path, _args_models_path),
-    # Further commands (run, sweep, check, schema) are added here: write `cmd_x(args) -> int`
-    # (plus `_args_x(parser)` for options) and append `Command("x", "help", cmd_x, _args_x)`.
+    Command("run", "run one sub-agent and print its result", cli_lab.cmd_run, cli_lab.args_run),
+    Command("sweep", "run (or resume) a light-vs-main explore sweep", cli_lab.cmd_sweep, cli_lab.args_sweep),
+    Command("check", "validate profiles.yaml and list models and profiles", cli_lab.cmd_check),
+    Command("schema", "print the JSON schema of profiles.yaml", cli_lab.cmd_schema),
 ]
 
 

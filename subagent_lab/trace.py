@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
+from pydantic_core import PydanticSerializationError
 
 from subagent_lab.types import TerminalReason, Usage
 
@@ -207,6 +208,25 @@ class Redactor:
         return text
 
 
+def _scrub(value: Any) -> Any:
+    """Lone surrogates (a non-UTF-8 file name, a model's ``"\\udce9"`` escape) cannot be written
+    as UTF-8: they become visible ``\\udce9`` text instead of failing the write."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_scrub(k): _scrub(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub(v) for v in value]
+    return value
+
+
+def _event_json(event: _Event) -> str:
+    try:
+        return event.model_dump_json()
+    except PydanticSerializationError:
+        return json.dumps(_scrub(event.model_dump(mode="json")), ensure_ascii=False, separators=(",", ":"))
+
+
 class TraceWriter:
     """Writes one run's events; thread-safe; each event is one flushed line."""
 
@@ -227,7 +247,7 @@ class TraceWriter:
                 return
             event.seq = self._seq
             self._seq += 1
-            line = self._redact(event.model_dump_json())
+            line = self._redact(_event_json(event))
             self._fh.write(line + "\n")
             self._fh.flush()
 

@@ -14,6 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from subagent_lab.agent_profile import AgentProfile
 from subagent_lab.contracts import CONTRACTS
 from subagent_lab.types import ConfigError, ModelChoice
 
@@ -117,6 +118,8 @@ class LabConfig(_Frozen):
 
     models: dict[str, ModelConfig | None]
     profiles: dict[str, RuntimeProfile]
+    agents: dict[str, AgentProfile] = {}
+    """Parent (main) agents; see ``subagent_lab.agent_profile``."""
     server: ServerConfig = ServerConfig()
     trace_dir: str = "runs"
     """Where traces go, relative to the config file's directory."""

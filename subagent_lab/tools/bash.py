@@ -1,0 +1,279 @@
+"""The Bash tool (main agent only): one shell command in the workspace, classified before it runs.
+
+``classify_command`` sorts a command line into ``allow`` (a small list of read-only commands),
+``deny`` (destructive, networked, privileged or escaping commands) and ``ask`` (everything else).
+``ask`` follows the agent's ask policy, which denies by default. The classifier is conservative
+and syntactic; the scratch copy the main agent works in is the second line of defence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+from typing import IO, Literal, Protocol
+
+from subagent_lab.sandbox import Workspace
+from subagent_lab.tools.base import ToolDeniedError, ToolError
+
+Verdict = Literal["allow", "ask", "deny"]
+
+OUTPUT_CAP = 12_000
+"""Characters of output returned (head and tail), under the harness's 16 000-character cap."""
+FILE_SIZE_LIMIT_BLOCKS = 200_000
+"""``ulimit -f`` for the command (512-byte blocks, ~100 MB): a runaway writer cannot fill the disk."""
+
+SAFE_COMMANDS: frozenset[str] = frozenset(
+    {"ls", "cat", "head", "tail", "wc", "grep", "rg", "find", "pwd", "echo", "sort", "uniq", "diff",
+     "tree", "stat", "file", "true", "cd", "basename", "dirname", "pytest"}
+)  # fmt: skip
+"""Commands allowed without approval (arguments are still checked for paths and redirections)."""
+SAFE_GIT: frozenset[str] = frozenset({"status", "diff", "log", "show"})
+DENY_COMMANDS: frozenset[str] = frozenset(
+    {"sudo", "su", "doas", "pkexec", "curl", "wget", "nc", "ncat", "netcat", "socat", "ssh", "scp", "sftp",
+     "rsync", "telnet", "ftp", "mkfs", "dd", "shred", "shutdown", "reboot", "halt", "poweroff", "kill",
+     "pkill", "killall", "mount", "umount", "chroot", "chown", "crontab", "systemctl", "docker", "iptables"}
+)  # fmt: skip
+WRAPPERS: frozenset[str] = frozenset({"env", "xargs", "nohup", "time", "timeout", "nice", "stdbuf", "watch"})
+"""Commands that run another command: every argument is checked against the deny list."""
+SHELLS: frozenset[str] = frozenset({"bash", "sh", "zsh", "dash", "ksh"})
+_NETWORK_SUBCOMMANDS = {
+    "git": {"push", "pull", "fetch", "clone", "remote", "submodule", "send-email"},
+    "pip": {"install", "download", "upload"},
+    "pip3": {"install", "download", "upload"},
+    "npm": {"install", "i", "publish", "ci"},
+    "uv": {"pip", "add", "sync"},
+}
+_FIND_ACTIONS = {"-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls"}
+_SEPARATORS = {"&&", "||", "|", ";", ";;", "(", ")", "|&", "&"}
+_REDIRECTS = {">", ">>", ">|", "&>", "&>>", ">&", "<", "<<", "<<<", "<>"}
+_FORK_BOMB = re.compile(r"(\w+|:)\s*\(\s*\)\s*\{[^}]*\1\s*\|\s*\1")
+_SUBSTITUTION = re.compile(r"\$\(([^()]*)\)|`([^`]*)`|[<>]\(([^()]*)\)")
+_PARENT = re.compile(r"(^|/)\.\.(/|$)")
+_SECRET_ENV = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH)")
+_RANK: dict[Verdict, int] = {"allow": 0, "ask": 1, "deny": 2}
+
+
+def _worst(a: tuple[Verdict, str], b: tuple[Verdict, str]) -> tuple[Verdict, str]:
+    return b if _RANK[b[0]] > _RANK[a[0]] else a
+
+
+def _path_verdict(token: str, root: str | None) -> tuple[Verdict, str]:
+    """Refuse a word that names a place outside the workspace (``..``, ``~``, absolute paths)."""
+    for part in {token, token.partition("=")[2]} - {""}:
+        if part.startswith("~"):
+            return "deny", f"{part!r} refers to a home directory outside the workspace"
+        if _PARENT.search(part):
+            return "deny", f"{part!r} uses '..'; paths must stay inside the workspace"
+        if part.startswith("/") and part != "/dev/null":
+            inside = root is not None and (part == root or part.startswith(root.rstrip("/") + "/"))
+            if not inside:
+                return "deny", f"{part!r} is an absolute path outside the workspace"
+    return "allow", ""
+
+
+def _segment_verdict(words: list[str], root: str | None, depth: int) -> tuple[Verdict, str]:
+    """The verdict for one simple command (no separators), redirections included."""
+    verdict: tuple[Verdict, str] = ("allow", "")
+    args: list[str] = []
+    expect_target = False
+    for word in words:
+        if word in _REDIRECTS or (word.endswith((">", ">>")) and word.rstrip(">&").isdigit()):
+            if word in ("<<", "<<<"):
+                verdict = _worst(verdict, ("ask", "here-documents are not analysed"))
+            expect_target = word not in ("<", "<<", "<<<")
+            continue
+        if expect_target:
+            expect_target = False
+            if word.startswith("/dev/") and word != "/dev/null":
+                return "deny", f"writing to {word} is not allowed"
+            if word not in ("/dev/null", "&1", "&2", "1", "2"):
+                verdict = _worst(verdict, ("ask", f"the output is redirected into {word!r}"))
+        verdict = _worst(verdict, _path_verdict(word, root))
+        if "$" in word:
+            verdict = _worst(verdict, ("ask", f"{word!r} expands a variable"))
+        args.append(word)
+    if verdict[0] == "deny" or not args:
+        return verdict
+    while args and re.match(r"^[A-Za-z_]\w*=", args[0]):
+        verdict = _worst(verdict, ("ask", "the command sets environment variables"))
+        args = args[1:]
+    if not args:
+        return verdict
+    name, rest = os.path.basename(args[0]), args[1:]
+    return _worst(verdict, _command_verdict(name, rest, root, depth))
+
+
+def _command_verdict(name: str, rest: list[str], root: str | None, depth: int) -> tuple[Verdict, str]:
+    if name in DENY_COMMANDS:
+        return "deny", f"{name} is not allowed (privileged, networked or destructive)"
+    sub = next((a for a in rest if not a.startswith("-")), "")
+    if sub in _NETWORK_SUBCOMMANDS.get(name, ()):
+        return "deny", f"'{name} {sub}' reaches the network or outside the workspace"
+    if name in ("chmod", "chgrp") and any(a.startswith("-") and "R" in a for a in rest):
+        return "deny", f"recursive {name} is not allowed"
+    if name == "rm":
+        flags = [a for a in rest if re.match(r"^-[a-zA-Z]+$", a)]
+        recursive = "--recursive" in rest or any("r" in a.lower() for a in flags)
+        targets = [a for a in rest if not a.startswith("-")]
+        if recursive and (not targets or any(t.rstrip("/") in ("", ".", "*", "./*", ".*") for t in targets)):
+            return "deny", "recursive rm of the workspace root is not allowed"
+        return "ask", "rm deletes files"
+    if name in WRAPPERS:
+        for arg in rest:
+            if os.path.basename(arg) in DENY_COMMANDS:
+                return "deny", f"{arg} is not allowed, even through {name}"
+        return "ask", f"{name} runs another command"
+    if name in SHELLS or name in ("eval", "exec", "source", "."):
+        script = rest[rest.index("-c") + 1] if "-c" in rest[:-1] else None
+        if script is not None and depth < 3:
+            inner = explain_command(script, root=root, _depth=depth + 1)
+            return _worst(("ask", f"{name} runs a script"), inner)
+        return "ask", f"{name} runs code that is not analysed"
+    if name == "find" and any(a in _FIND_ACTIONS for a in rest):
+        return "ask", "find with an action (-exec, -delete ...) is not read-only"
+    if name == "git":
+        return ("allow", "") if sub in SAFE_GIT else ("ask", f"git {sub or ''} is not on the read-only list")
+    if name in ("python", "python3") and rest[:2] == ["-m", "pytest"]:
+        return "allow", ""
+    if name == "cd" and not rest:
+        return "deny", "cd without a path goes to the home directory"
+    if name in SAFE_COMMANDS:
+        return "allow", ""
+    return "ask", f"{name} is not on the list of commands that run without approval"
+
+
+def explain_command(command: str, *, root: str | None = None, _depth: int = 0) -> tuple[Verdict, str]:
+    """``(verdict, reason)`` for a shell command line; see ``classify_command``."""
+    if not command.strip():
+        return "deny", "the command is empty"
+    if "\x00" in command:
+        return "deny", "the command contains a NUL byte"
+    if _FORK_BOMB.search(command):
+        return "deny", "fork bomb"
+    verdict: tuple[Verdict, str] = ("allow", "")
+    # Command substitutions are classified on their own, then replaced by a placeholder word.
+    for match in _SUBSTITUTION.finditer(command):
+        inner = next(g for g in match.groups() if g is not None)
+        verdict = _worst(verdict, ("ask", "command substitution"))
+        if inner.strip():
+            verdict = _worst(verdict, explain_command(inner, root=root, _depth=_depth + 1))
+    flat = _SUBSTITUTION.sub(" SUBST ", command)
+    if any(marker in flat for marker in ("$(", "`", "<(", ">(")):
+        return "deny", "nested command substitution is not analysed"
+    try:
+        # Newlines separate commands in bash; shlex treats them as spaces, so make them explicit.
+        lexer = shlex.shlex(flat.replace("\n", " ; "), posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        lexer.commenters = ""  # '#' inside a word is not a comment in bash; stay conservative
+        tokens = list(lexer)
+    except ValueError as exc:
+        return "deny", f"the command cannot be parsed ({exc})"
+    segment: list[str] = []
+    for token in [*tokens, ";"]:
+        if token in _SEPARATORS:
+            if token == "&":
+                verdict = _worst(verdict, ("ask", "background jobs are not allowed without approval"))
+            if segment:
+                verdict = _worst(verdict, _segment_verdict(segment, root, _depth))
+            segment = []
+        else:
+            segment.append(token)
+    return verdict
+
+
+def classify_command(command: str, root: str | None = None) -> Verdict:
+    """``allow``, ``ask`` or ``deny`` for a shell command line run in the workspace ``root``."""
+    return explain_command(command, root=root)[0]
+
+
+class BashContext(Protocol):
+    """What Bash needs: the workspace, the ask policy and the per-command time limit."""
+
+    @property
+    def workspace(self) -> Workspace: ...
+
+    @property
+    def ask_policy(self) -> Literal["allow", "deny"]: ...
+
+    @property
+    def bash_timeout_s(self) -> int: ...
+
+
+def scrubbed_env(home: str) -> dict[str, str]:
+    """The process environment without secrets, with HOME pointing into the workspace."""
+    env = {k: v for k, v in os.environ.items() if not _SECRET_ENV.search(k)}
+    env.update(HOME=home, GIT_TERMINAL_PROMPT="0", PAGER="cat", GIT_PAGER="cat", TERM="dumb")
+    env.update(PYTHONDONTWRITEBYTECODE="1")
+    return env
+
+
+def _read_capped(handle: IO[bytes], size: int) -> str:
+    half = OUTPUT_CAP // 2
+    handle.seek(0)
+    if size <= OUTPUT_CAP:
+        return handle.read().decode("utf-8", errors="replace")
+    head = handle.read(half).decode("utf-8", errors="replace")
+    handle.seek(size - half)
+    tail = handle.read().decode("utf-8", errors="replace")
+    return f"{head}\n[... {size - 2 * half} bytes of output omitted ...]\n{tail}"
+
+
+def bash(ctx: BashContext, command: str, timeout_s: int = 60) -> str:
+    """Run a shell command in the workspace root and return its exit code and output.
+
+    Read-only commands (ls, cat, grep, find, git status/diff/log, pytest ...) run directly;
+    destructive, networked or escaping commands (sudo, curl, rm -rf, paths outside the
+    workspace) are refused, and other commands need approval. Output is capped (head and tail).
+
+    Args:
+        command: The command line, run with bash in the workspace root.
+        timeout_s: Seconds before the command is killed (capped by the agent's limit).
+    """
+    root = str(ctx.workspace.root)
+    verdict, reason = explain_command(command, root=root)
+    if verdict == "deny":
+        raise ToolDeniedError(f"command refused: {reason}")
+    if verdict == "ask" and ctx.ask_policy != "allow":
+        raise ToolDeniedError(
+            f"command needs approval ({reason}) and the ask policy is 'deny'; commands that run without "
+            f"approval: {', '.join(sorted(SAFE_COMMANDS))}, git status/diff/log/show, python -m pytest"
+        )
+    limit = max(1, min(timeout_s, ctx.bash_timeout_s))
+    shell = shutil.which("bash") or "/bin/bash"
+    script = f"ulimit -f {FILE_SIZE_LIMIT_BLOCKS} 2>/dev/null\n{command}"
+    with tempfile.TemporaryFile() as out:
+        try:
+            proc = subprocess.Popen(
+                [shell, "--noprofile", "--norc", "-c", script],
+                cwd=root,
+                env=scrubbed_env(root),
+                stdin=subprocess.DEVNULL,
+                stdout=out,  # a file, not a pipe: huge output costs disk, not memory, and never blocks
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group, so a timeout kills grandchildren too
+            )
+        except OSError as exc:
+            raise ToolError(f"cannot start bash: {exc.strerror}") from None
+        timed_out = False
+        try:
+            code = proc.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc.pid)
+            code = proc.wait()
+        _kill_group(proc.pid)  # background jobs the command left behind
+        size = os.fstat(out.fileno()).st_size
+        text = _read_capped(out, size)
+    status = f"timed out after {limit}s; the command was killed" if timed_out else f"exit code {code}"
+    return f"[{status}]\n{text}" if text.strip() else f"[{status}] (no output)"
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)

@@ -10,6 +10,7 @@ under what is left of the same global budgets.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -256,7 +257,7 @@ class MainAgent:
                 outcome = run_loop(spec, deps, messages)
                 outcomes.append(outcome)
                 if outcome.contract is not None:
-                    answer = str(outcome.contract.get("answer", ""))
+                    answer = unwrap_answer(str(outcome.contract.get("answer", "")))
                 if not (self.verify and outcome.terminal_reason == "completed" and answer is not None):
                     break
                 record, child = self._check(launcher, task_text, answer, len(checks) + 1)
@@ -269,7 +270,8 @@ class MainAgent:
                 if spec is None:
                     break
                 feedback = _feedback(record, len(checks), self.profile.max_verification_retries)
-                messages = [*model.last_messages, Message(role="assistant", content=answer)]
+                said = str((outcome.contract or {}).get("answer", answer))  # as the model wrote it
+                messages = [*model.last_messages, Message(role="assistant", content=said)]
                 messages.append(Message(role="user", content=feedback))
                 step = sum(o.steps for o in outcomes)
                 trace.emit(PromptAdded(run_id=run_id, step=step, purpose="verification", content=feedback))
@@ -368,6 +370,17 @@ class _Run:
     model_id: str
     fallback: bool
     started: float
+
+
+def unwrap_answer(text: str) -> str:
+    """The answer text: ``{"answer": "..."}`` (how JSON-protocol models must answer) is unwrapped."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(data, dict) and set(data) == {"answer"} and isinstance(data["answer"], str):
+        return data["answer"].strip()
+    return text
 
 
 def _feedback(record: VerificationRecord, retry: int, max_retries: int) -> str:

@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from subagent_lab.profiles import LabConfig, ServerConfig
 ProbeState = Literal["free", "healthy", "busy", "foreign"]
 PROBE_TIMEOUT_S = 3.0
 """How long a health probe waits for an answer (a busy server is then asked without the lock)."""
+_PARENT_ENV = "SUBAGENT_LAB_SERVER_PARENT"
 _STARTED: dict[int, subprocess.Popen[bytes]] = {}
 """Servers started by this process, by port (for the exit hook and for reaping)."""
 
@@ -300,7 +302,7 @@ def ensure_server(
             raise ServerError(default_endpoint_error(srv.base_url, log if log.exists() else None))
         if command is None:
             command = prepare_server(config)
-        proc = _spawn(list(command), log, pid_file, srv)
+        proc = _spawn(list(command), log, pid_file, srv, watch_parent=stop_at_exit)
         try:
             _wait_ready(proc, srv, aliases, log, timeout)
         except BaseException:
@@ -313,12 +315,19 @@ def ensure_server(
         return _handle(config, pid=proc.pid, started=True)
 
 
-def _spawn(command: list[str], log: Path, pid_file: Path, srv: ServerConfig) -> subprocess.Popen[bytes]:
+def _spawn(
+    command: list[str], log: Path, pid_file: Path, srv: ServerConfig, *, watch_parent: bool
+) -> subprocess.Popen[bytes]:
     log.parent.mkdir(parents=True, exist_ok=True)
     if log.exists():
         # Keep the previous run's log: after a crash it is the one worth reading.
         os.replace(log, log.with_suffix(".log.1"))
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop(_PARENT_ENV, None)
+    if watch_parent:
+        # atexit does not run when the parent is killed (SIGTERM/SIGKILL, a test timeout): the
+        # server then notices the parent is gone and stops itself instead of lingering.
+        env[_PARENT_ENV] = str(os.getpid())
     with log.open("ab") as out:
         out.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} started: {' '.join(command)}\n".encode())
         out.flush()
@@ -446,7 +455,17 @@ def _serve_main() -> None:
 
     # set_llama_proxy() looks the class up in the app module's globals at start-up.
     llama_app.LlamaProxy = ResidentLlamaProxy  # type: ignore[misc]
+    parent = os.environ.get(_PARENT_ENV)
+    if parent:
+        threading.Thread(target=_exit_with_parent, args=(int(parent),), daemon=True).start()
     llama_main.main()
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Stop this server gracefully (SIGTERM to itself) once process ``parent`` is gone."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -159,6 +161,33 @@ def test_start_reuse_and_stop_lifecycle(lab: LabConfig, tmp_path: Path) -> None:
         os.kill(handle.pid, 0)
     assert server.stop_server(lab) is False
     assert server.server_status(lab)["state"] == "free"
+
+
+ORPHAN = """
+import os, subprocess, sys, time
+code = f"from subagent_lab.server import _exit_with_parent; _exit_with_parent({os.getpid()})"
+child = subprocess.Popen([sys.executable, "-c", code])
+print(child.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_server_stops_when_its_parent_is_killed(tmp_path: Path) -> None:
+    """The watchdog behind ``stop_at_exit``: atexit does not run when the parent is killed."""
+    parent = subprocess.Popen([sys.executable, "-c", ORPHAN], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.kill(child, signal.SIGKILL)
+    pytest.fail("the orphaned child did not stop itself")
 
 
 def test_stale_pid_file_is_ignored(lab: LabConfig) -> None:

@@ -96,6 +96,7 @@ def loop_spec(profile: RuntimeProfile, model: ModelConfig) -> LoopSpec:
         max_tool_calls_per_step=profile.max_tool_calls_per_step,
         loop_repeat_limit=profile.loop_repeat_limit,
         grace_turn=profile.grace_turn,
+        min_tool_calls=profile.min_tool_calls,
         temperature=model.temperature,
         seed=model.seed,
     )

@@ -59,6 +59,10 @@ GRACE_PROMPT = (
     "You have reached a limit ({why}). You cannot call tools any more. Reply now with your final "
     'JSON answer as specified, with status "partial", reporting everything you found so far.'
 )
+NUDGE_PROMPT = (
+    "You have not looked at the workspace yet. Do not guess: call a tool first (for example Grep "
+    "for a name from the task), then answer from what you saw."
+)
 REPAIR_PROMPT = "Your final answer was rejected:\n{errors}\nReply again with one corrected JSON object only."
 
 
@@ -80,6 +84,8 @@ class LoopSpec:
     temperature: float = 0.0
     seed: int | None = 0
     max_parallel_tools: int = 4
+    min_tool_calls: int = 0
+    """Executed tool calls required before a final answer is accepted (grounds small models)."""
 
 
 @dataclass
@@ -154,8 +160,14 @@ def _step(spec: LoopSpec, deps: LoopDeps, state: RunState) -> None:
     if state.steps >= spec.max_steps:
         raise LimitReached("max_steps", f"reached max_steps={spec.max_steps}")
     tools = [t.schema() for t in deps.tools.values()]
-    response = _call_model(spec, deps, state, "step", tools)
+    allow_final = _executed(state) >= spec.min_tool_calls
+    response = _call_model(spec, deps, state, "step", tools, allow_final=allow_final)
     state.steps += 1
+    if not response.tool_calls and not allow_final:
+        # A constrained server cannot get here; a native-tools model that answers blind can.
+        state.messages.append(Message(role="assistant", content=response.text))
+        _add_prompt(deps, state, "nudge", NUDGE_PROMPT)
+        return
     if not response.tool_calls:
         _finalize(spec, deps, state, response.text)
     calls = response.tool_calls
@@ -174,6 +186,8 @@ def _call_model(
     state: RunState,
     purpose: Literal["step", "repair", "grace"],
     tools: list[dict[str, Any]],
+    *,
+    allow_final: bool = True,
 ) -> ModelResponse:
     if deps.cancel is not None and deps.cancel.is_set():
         raise Cancelled("cancelled by the caller")
@@ -227,6 +241,7 @@ def _call_model(
         seed=spec.seed,
         timeout_s=time_left,
         final_schema=contract_schema(spec.contract) if spec.contract else None,
+        allow_final=allow_final,
     )
     try:
         response = deps.model.complete(request)
@@ -269,6 +284,10 @@ def _call_model(
         )
     )
     return response
+
+
+def _executed(state: RunState) -> int:
+    return sum(counts["executed"] for counts in state.tool_usage.values())
 
 
 def _run_tools(spec: LoopSpec, deps: LoopDeps, state: RunState, calls: list[ToolCall]) -> list[Message]:

@@ -78,6 +78,8 @@ class RuntimeProfile(_Frozen):
     loop_repeat_limit: int = Field(default=3, ge=2)
     """A call identical to an earlier one this many times ends the run as ``loop_detected``."""
     grace_turn: bool = True
+    min_tool_calls: int = Field(default=1, ge=0)
+    """Executed tool calls required before a final answer is accepted; 0 lets the model answer blind."""
 
     @model_validator(mode="after")
     def _invariants(self) -> RuntimeProfile:

@@ -91,6 +91,8 @@ class ModelRequest(BaseModel):
     """OpenAI-style function schemas; empty for a turn without tools (grace, repair)."""
     final_schema: dict[str, Any] | None = None
     """JSON schema of the final answer (the contract), for providers that constrain output."""
+    allow_final: bool = True
+    """False while the model must still call a tool: constrained decoding then offers tools only."""
     max_tokens: int = 1024
     temperature: float = 0.0
     seed: int | None = 0

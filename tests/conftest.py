@@ -26,7 +26,9 @@ def _no_llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def config(tmp_path: Path) -> LabConfig:
     cfg = load_config(REPO / "profiles.yaml", env={})
-    return cfg.model_copy(update={"trace_dir": str(tmp_path / "runs"), "source": None})
+    # Scripted tests answer whenever they like; min_tool_calls has its own test in test_loop.
+    profiles = {name: p.model_copy(update={"min_tool_calls": 0}) for name, p in cfg.profiles.items()}
+    return cfg.model_copy(update={"trace_dir": str(tmp_path / "runs"), "source": None, "profiles": profiles})
 
 
 @pytest.fixture

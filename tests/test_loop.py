@@ -216,3 +216,12 @@ def test_trace_is_complete_and_ends_with_run_ended(make_launcher: LauncherFactor
     started = {e.call_id for e in events if e.kind == "tool_started"}
     finished = {e.call_id for e in events if e.kind == "tool_finished"}
     assert started == finished and started  # tool calls and results join by id
+
+
+def test_blind_answer_is_nudged_until_a_tool_ran(make_launcher: LauncherFactory) -> None:
+    launcher, model = make_launcher([final(GOOD), tool_call("Grep", pattern="def login"), final(GOOD)])
+    result = launcher.launch(_request(min_tool_calls=1))
+    assert result.terminal_reason == "completed" and result.steps == 3
+    assert model.requests[0].allow_final is False  # constrained decoding offers tools only
+    assert "call a tool first" in model.requests[1].messages[-1].content
+    assert model.requests[2].allow_final is True

@@ -17,7 +17,9 @@ JSON_PROTOCOL = """
 ## How to act
 Reply with exactly one JSON object per turn, nothing else.
 To call a tool: {"tool": "<tool name>", "arguments": {<arguments>}}
+  for example {"tool": "Grep", "arguments": {"pattern": "def load"}}
 To give your final answer: {"final": <the final JSON object described above>}
+Look at the code with the tools before answering; answer only from what the tools showed you.
 Tools:
 """
 _RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
@@ -43,8 +45,10 @@ def decoding_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def action_schema(tools: list[dict[str, Any]], final_schema: dict[str, Any] | None) -> dict[str, Any]:
-    """The JSON action protocol: one of the tool calls, or the final answer."""
+def action_schema(
+    tools: list[dict[str, Any]], final_schema: dict[str, Any] | None, *, allow_final: bool = True
+) -> dict[str, Any]:
+    """The JSON action protocol: one of the tool calls, or (when allowed) the final answer."""
     options: list[dict[str, Any]] = []
     for tool in tools:
         fn = tool["function"]
@@ -58,8 +62,9 @@ def action_schema(tools: list[dict[str, Any]], final_schema: dict[str, Any] | No
                 "required": ["tool", "arguments"],
             }
         )
-    final = decoding_schema(final_schema) if final_schema else {"type": "object"}
-    options.append({"type": "object", "properties": {"final": final}, "required": ["final"]})
+    if allow_final or not options:
+        final = decoding_schema(final_schema) if final_schema else {"type": "object"}
+        options.append({"type": "object", "properties": {"final": final}, "required": ["final"]})
     return options[0] if len(options) == 1 else {"anyOf": options}
 
 
@@ -166,7 +171,7 @@ class OpenAIChatModel:
             if request.tools:
                 kwargs["tools"] = request.tools
         elif self.constrain_output:
-            schema = action_schema(request.tools, request.final_schema)
+            schema = action_schema(request.tools, request.final_schema, allow_final=request.allow_final)
             # llama-cpp-python turns json_object + schema into a grammar; OpenAI-style servers
             # ignore the extra key and still return JSON.
             kwargs["response_format"] = {"type": "json_object", "schema": schema}

@@ -198,7 +198,7 @@ class MainAgent:
         ctx = MainToolContext(
             workspace=workspace,
             stamps=ReadStamps(),
-            task=TaskContext(launcher=launcher, children_token_cap=self.children_token_cap),
+            task=TaskContext(launcher=launcher, children_token_cap=self.children_token_cap, cancel=cancel),
             ask_policy=self.ask_policy,
             bash_timeout_s=self.profile.bash_timeout_s,
         )

@@ -59,6 +59,10 @@ GRACE_PROMPT = (
     "You have reached a limit ({why}). You cannot call tools any more. Reply now with your final "
     'JSON answer as specified, with status "partial", reporting everything you found so far.'
 )
+GRACE_PROMPT_FREE = (
+    "You have reached a limit ({why}). You cannot call tools any more. Reply now with your final "
+    "answer, reporting everything you found so far."
+)
 NUDGE_PROMPT = (
     "You have not looked at the workspace yet. Do not guess: call a tool first (for example Grep "
     "for a name from the task), then answer from what you saw."
@@ -132,6 +136,7 @@ class RunState:
     model_time_s: float = 0.0
     tool_usage: dict[str, Counter[str]] = field(default_factory=dict)
     signatures: Counter[str] = field(default_factory=Counter)
+    lock: threading.Lock = field(default_factory=threading.Lock)
     meter: ContextMeter = field(default_factory=ContextMeter)
     grounded: float | None = None
 
@@ -333,8 +338,9 @@ def _run_tool(spec: LoopSpec, deps: LoopDeps, state: RunState, index: int, call:
         )
     else:
         outcome = deps.tools[call.name].invoke(deps.tool_context, call.arguments)
-    counts = state.tool_usage.setdefault(call.name, Counter())
-    counts[{"ok": "executed", "error": "failed", "denied": "denied"}[outcome.status]] += 1
+    with state.lock:  # a turn's calls may run on several threads
+        counts = state.tool_usage.setdefault(call.name, Counter())
+        counts[{"ok": "executed", "error": "failed", "denied": "denied"}[outcome.status]] += 1
     deps.trace.emit(
         ToolFinished(
             run_id=deps.trace.run_id,
@@ -400,7 +406,8 @@ def _check_final(spec: LoopSpec, deps: LoopDeps, state: RunState, text: str) -> 
 def _grace(spec: LoopSpec, deps: LoopDeps, state: RunState, stop: Stop) -> dict[str, Any] | None:
     """One turn without tools to collect partial findings; None if it cannot fit or fails."""
     state.grace_used = True
-    _add_prompt(deps, state, "grace", GRACE_PROMPT.format(why=stop.detail or stop.reason))
+    prompt = GRACE_PROMPT if spec.contract else GRACE_PROMPT_FREE
+    _add_prompt(deps, state, "grace", prompt.format(why=stop.detail or stop.reason))
     try:
         _finalize(spec, deps, state, _call_model(spec, deps, state, "grace", []).text)
     except Finished as done:

@@ -13,6 +13,9 @@ from subagent_lab.launcher import SubagentLauncher, SubagentRequest, SubagentRes
 from subagent_lab.tools.base import Tool, ToolError
 from subagent_lab.types import ConfigError, RunStatus
 
+MIN_CHILD_TOKENS = 2000
+"""A child granted fewer tokens than this could not fit its first call; delegation is refused."""
+
 
 class TaskEnvelope(BaseModel):
     """What the parent gets back from one Task call."""
@@ -52,7 +55,7 @@ class TaskEnvelope(BaseModel):
         """The compact observation text the parent's model sees."""
         lines = [f"[{self.profile} sub-agent: {self.status}, {self.terminal_reason}] {self.text}"]
         if self.result:
-            for key in ("findings", "evidence", "unresolved_questions", "reasons"):
+            for key in ("findings", "steps", "evidence", "unresolved_questions", "reasons"):
                 items = self.result.get(key)
                 if items:
                     lines.append(f"{key}: " + json.dumps(items[:12], ensure_ascii=False))
@@ -67,13 +70,41 @@ class TaskContext:
     launcher: SubagentLauncher
     children_token_cap: int | None = None
     """Total tokens all children of this parent may spend together, on top of each child's budget."""
+    cancel: threading.Event | None = None
+    """The parent's cancellation: running children stop with it."""
     envelopes: list[TaskEnvelope] = field(default_factory=list)
     results: list[SubagentResult] = field(default_factory=list)
+    reserved: int = 0
+    """Tokens of the cap promised to children still running (parallel Task calls share the cap)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def children_tokens(self) -> int:
         return sum(r.usage.total_tokens for r in self.results)
+
+    def _reserve(self, wanted: int) -> int | None:
+        """Reserve up to ``wanted`` tokens of the cap; None = no cap. ToolError when too little is left."""
+        if self.children_token_cap is None:
+            return None
+        with self._lock:
+            spent = self.children_tokens
+            free = self.children_token_cap - spent - self.reserved
+            if free < MIN_CHILD_TOKENS:
+                running = f", {self.reserved} reserved by sub-agents still running" if self.reserved else ""
+                raise ToolError(
+                    f"the children's token cap ({self.children_token_cap}) is spent ({spent} used{running}); "
+                    "no further sub-agents can be started: answer with what you have"
+                )
+            share = min(wanted, free)
+            self.reserved += share
+            return share
+
+    def _settle(self, share: int | None, result: SubagentResult | None) -> None:
+        with self._lock:
+            self.reserved -= share or 0
+            if result is not None:
+                self.results.append(result)
+                self.envelopes.append(TaskEnvelope.from_result(result))
 
 
 def task(
@@ -100,34 +131,25 @@ def task(
     known = sorted(ctx.launcher.config.profiles)
     if subagent_type not in known:
         raise ToolError(f"subagent_type must be one of {known}, got {subagent_type!r}")
-    with ctx._lock:
-        if ctx.children_token_cap is not None and ctx.children_tokens >= ctx.children_token_cap:
-            raise ToolError(
-                f"the children's token cap ({ctx.children_token_cap}) is spent "
-                f"({ctx.children_tokens} used); answer with what you have"
-            )
+    profile = ctx.launcher.config.profile(subagent_type)
     request = SubagentRequest(
         task=f"{description.strip()}\n\n{prompt.strip()}", profile=subagent_type, model=model, context=context
     )
-    remaining = None
-    if ctx.children_token_cap is not None:
-        remaining = ctx.children_token_cap - ctx.children_tokens
-        profile = ctx.launcher.config.profile(subagent_type)
-        if remaining < profile.total_token_budget:
-            # The cap across children tightens this child's own budget; it never loosens it.
-            request.overrides = {
-                "total_token_budget": remaining,
-                "context_token_budget": min(profile.context_token_budget, remaining),
-            }
+    share = ctx._reserve(profile.total_token_budget)
+    if share is not None and share < profile.total_token_budget:
+        # The cap across children tightens this child's own budget; it never loosens it.
+        request.overrides = {
+            "total_token_budget": share,
+            "context_token_budget": min(profile.context_token_budget, share),
+        }
+    result = None
     try:
-        result = ctx.launcher.launch(request)
+        result = ctx.launcher.launch(request, cancel=ctx.cancel)
     except ConfigError as exc:
         raise ToolError(str(exc)) from None
-    envelope = TaskEnvelope.from_result(result)
-    with ctx._lock:
-        ctx.results.append(result)
-        ctx.envelopes.append(envelope)
-    return envelope.observation()
+    finally:
+        ctx._settle(share, result)
+    return TaskEnvelope.from_result(result).observation()
 
 
 TASK_TOOL = Tool("Task", task, kind="delegate")

@@ -43,3 +43,13 @@ def test_json_protocol_messages_and_parsing() -> None:
     assert done.tool_calls == [] and done.text == '{"status": "completed"}'
     junk = model._parse_action(ModelResponse(text="I think the answer is 42"))
     assert not junk.parse_ok and junk.text == "I think the answer is 42"
+
+
+def test_decoding_schema_keeps_properties_named_like_keywords() -> None:
+    from subagent_lab.models.openai_chat import decoding_schema
+    from subagent_lab.task_tool import TASK_TOOL
+
+    params = decoding_schema(TASK_TOOL.schema()["function"]["parameters"])
+    assert {"description", "prompt", "subagent_type"} <= set(params["properties"])
+    assert set(params["required"]) <= set(params["properties"])
+    assert "description" not in params["properties"]["prompt"]  # the keyword itself is still dropped

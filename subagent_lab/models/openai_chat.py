@@ -27,13 +27,23 @@ _UNSUPPORTED_KEYS = {"title", "default", "maxLength", "maxItems", "pattern", "ex
 
 
 def _inline_refs(schema: Any, defs: dict[str, Any]) -> Any:
-    """Inline ``$ref``s and drop keywords grammar converters handle poorly (they stay in the prompt)."""
+    """Inline ``$ref``s and drop keywords grammar converters handle poorly (they stay in the prompt).
+
+    Keys of a ``properties`` map are property names, not keywords: a property called
+    ``description`` must survive.
+    """
     if isinstance(schema, dict):
         if "$ref" in schema:
             return _inline_refs(defs[schema["$ref"].split("/")[-1]], defs)
-        return {
-            k: _inline_refs(v, defs) for k, v in schema.items() if k not in _UNSUPPORTED_KEYS and k != "$defs"
-        }
+        out: dict[str, Any] = {}
+        for key, value in schema.items():
+            if key in _UNSUPPORTED_KEYS or key == "$defs":
+                continue
+            if key == "properties" and isinstance(value, dict):
+                out[key] = {name: _inline_refs(sub, defs) for name, sub in value.items()}
+            else:
+                out[key] = _inline_refs(value, defs)
+        return out
     if isinstance(schema, list):
         return [_inline_refs(v, defs) for v in schema]
     return schema

@@ -23,6 +23,8 @@ TIME_BUDGET_S = 5.0
 """Wall-clock limit of one walk."""
 MAX_ALTERNATIVES = 256
 """Most patterns one brace expression may expand to."""
+MAX_PATTERN_CHARS = 1000
+"""Longest pattern accepted (bounds compile time and brace nesting)."""
 OUTPUT_BUDGET = MAX_OBSERVATION_CHARS - 600
 
 _GLOBSTAR = None  # marks a `**` segment in a compiled pattern
@@ -83,20 +85,25 @@ def _split_top(body: str) -> list[str]:
 
 
 def _segment_regex(segment: str) -> re.Pattern[str]:
-    """Translate one path segment of a glob (no '/') to an anchored regex."""
-    out: list[str] = []
+    """Translate one path segment of a glob (no '/') to an anchored regex that cannot backtrack.
+
+    The fixed-width runs between stars are matched at their earliest place, atomically (a
+    lookahead that captures, then a backreference to it), as ``fnmatch.translate`` does: a
+    pattern such as ``*a*a*a*a*b`` then costs linear time per run instead of exponential.
+    """
+    runs: list[list[str]] = [[]]  # regex tokens of each fixed-width run between stars
     index = 0
     while index < len(segment):
         char = segment[index]
         if char == "*":
             while index + 1 < len(segment) and segment[index + 1] == "*":
                 index += 1  # `a**b` inside a segment means the same as `a*b`
-            out.append(".*")
+            runs.append([])
         elif char == "?":
-            out.append(".")
+            runs[-1].append(".")
         elif char == "\\" and index + 1 < len(segment):
             index += 1
-            out.append(re.escape(segment[index]))
+            runs[-1].append(re.escape(segment[index]))
         elif char == "[":
             end = index + 1
             if end < len(segment) and segment[end] in "!^":
@@ -106,19 +113,28 @@ def _segment_regex(segment: str) -> re.Pattern[str]:
             while end < len(segment) and segment[end] != "]":
                 end += 1
             if end >= len(segment):
-                out.append(re.escape(char))  # no closing bracket: a literal '['
+                runs[-1].append(re.escape(char))  # no closing bracket: a literal '['
             else:
                 body = segment[index + 1 : end]
                 negate = body[:1] in ("!", "^")
                 body = body[1:] if negate else body
                 # keep '-' (ranges) but escape what would change the class's meaning
                 members = "".join("\\" + c if c in "\\^[]" else c for c in body)
-                out.append(f"[{'^' if negate else ''}{members}]")
+                runs[-1].append(f"[{'^' if negate else ''}{members}]")
                 index = end
         else:
-            out.append(re.escape(char))
+            runs[-1].append(re.escape(char))
         index += 1
-    return re.compile("".join(out), re.DOTALL)
+    parts = ["".join(runs[0])]
+    for number, run in enumerate(runs[1:-1]):
+        if run:
+            parts.append(f"(?=(?P<g{number}>.*?{''.join(run)}))(?P=g{number})")
+    if len(runs) > 1:
+        parts.append(".*" + "".join(runs[-1]))
+    try:
+        return re.compile("".join(parts), re.DOTALL)
+    except re.error as exc:  # e.g. a reversed range such as [z-a]
+        raise ToolError(f"invalid glob segment {segment!r}: {exc.msg}") from None
 
 
 @dataclass(frozen=True)
@@ -212,6 +228,8 @@ def glob(ws: Workspace, pattern: str, path: str = ".", max_results: int = 200) -
         raise ToolError("pattern must not contain NUL bytes")
     if pattern.startswith("/"):
         raise ToolError("pattern must be relative to path; put the directory in path instead")
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise ToolError(f"pattern is {len(pattern)} characters long; the limit is {MAX_PATTERN_CHARS}")
     if max_results < 1:
         raise ToolError(f"max_results must be >= 1 (got {max_results})")
     notes: list[str] = []
@@ -269,7 +287,7 @@ def _walk(ws: Workspace, compiled: _Compiled, base: str, base_rel: str) -> tuple
             seen += 1
             if seen > MAX_ENTRIES:
                 return found, f"{MAX_ENTRIES} entries"
-            if seen % 1024 == 0 and time.monotonic() > deadline:
+            if time.monotonic() > deadline:  # every entry: ignore rules can make one entry slow
                 return found, f"{TIME_BUDGET_S:.0f} s"
             next_states = compiled.step(states, entry.name)
             if not next_states:

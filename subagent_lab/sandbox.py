@@ -43,6 +43,30 @@ SECRET_NAME_GLOBS: tuple[str, ...] = (
 """File-name patterns (matched case-insensitively on the last component) that count as secret."""
 
 
+IGNORE_COST_CHEAP = 7
+IGNORE_COST_MAX = 11
+MAX_COSTLY_IGNORE_LINES = 32
+"""Bounds on .gitignore lines, which pathspec matches with backtracking regexes.
+
+A line's cost is 4 per gap that can span directories (``**``, and the implicit ``**/`` of a
+pattern without a slash) plus 3 per ``*`` run inside a segment. Up to 7 (``*.pyc``,
+``**/build``) matching is cheap; up to 11 (``**/a/**/b``, ``*.tar.*``) one adversarial path can
+take ~0.1 s, so at most 32 such lines are applied per workspace; above 11 (``**/d/**/d/**/x``,
+``*a*a*a*b``) one path can take minutes, and the line is not applied. A line that is not
+applied only lets Glob list a few more paths."""
+
+
+def _ignore_cost(line: str) -> int:
+    body = re.sub(r"\\.", "x", line.strip().removeprefix("!")).rstrip("/")  # escapes are literals
+    cost = 0 if "/" in body else 4
+    segments = body.split("/")
+    if len(segments) > 1 and segments[-1] == "**":
+        segments.pop()  # a trailing /** matches everything below: no search
+    for segment in segments:
+        cost += 4 if segment == "**" else 3 * len(re.findall(r"\*+", segment))
+    return cost
+
+
 @functools.lru_cache(maxsize=1)
 def _secret_name_regex() -> re.Pattern[str]:
     # One alternation instead of a loop over fnmatch calls: Glob checks every entry it walks.
@@ -78,6 +102,7 @@ class Workspace:
         self.honour_gitignore = honour_gitignore
         self._specs: dict[str, pathspec.PathSpec | None] = {}
         self._lock = threading.Lock()  # tools may run on threads; the spec cache is shared
+        self._costly_ignore_lines = 0
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r}, allow_secrets={self.allow_secrets})"
@@ -215,6 +240,23 @@ class Workspace:
                     return True
         return False
 
+    def _affordable(self, lines: list[str]) -> list[str]:
+        """The ignore lines whose matching cost is bounded (see ``IGNORE_COST_MAX``)."""
+        kept: list[str] = []
+        for line in lines:
+            if not line.strip() or line.startswith("#"):
+                continue
+            cost = _ignore_cost(line)
+            if cost > IGNORE_COST_MAX:
+                continue
+            if cost > IGNORE_COST_CHEAP:
+                with self._lock:
+                    if self._costly_ignore_lines >= MAX_COSTLY_IGNORE_LINES:
+                        continue
+                    self._costly_ignore_lines += 1
+            kept.append(line)
+        return kept
+
     def _spec(self, dir_rel: str) -> pathspec.PathSpec | None:
         with self._lock:
             if dir_rel in self._specs:
@@ -232,6 +274,7 @@ class Workspace:
                     lines.extend(handle.read(1_000_000).splitlines())
             except OSError:
                 continue
+        lines = self._affordable(lines)
         spec = pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
         with self._lock:
             self._specs[dir_rel] = spec

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 import uuid
 from typing import Any
@@ -192,9 +193,12 @@ class OpenAIChatModel:
     def complete(self, request: ModelRequest) -> ModelResponse:
         kwargs = self._kwargs(request)
         started = time.monotonic()
+        # The run's wall-clock limit bounds the whole call, retries and backoff included.
+        deadline = started + request.timeout_s
         attempt = 0
         while True:
             attempt += 1
+            kwargs["timeout"] = max(min(self.timeout_s, deadline - time.monotonic()), 0.001)
             try:
                 raw = self._client.chat.completions.create(**kwargs)
                 break
@@ -209,24 +213,29 @@ class OpenAIChatModel:
                 delay = None
             except openai.APIError as exc:  # malformed body, validation of the response
                 retryable, message, delay = True, f"bad response from {self.base_url}: {exc}", None
-            if not retryable or attempt > self.max_retries:
+            pause = min(delay if delay is not None else self.backoff_s * 2 ** (attempt - 1), 30.0)
+            out_of_time = time.monotonic() + pause >= deadline
+            if not retryable or attempt > self.max_retries or out_of_time:
                 hint = f" ({self.error_hint})" if self.error_hint else ""
+                late = " (no time left in the run for a retry)" if out_of_time and retryable else ""
                 raise ModelCallError(
-                    message + hint,
+                    message + late + hint,
                     retryable=retryable,
                     attempts=attempt,
                     latency_s=time.monotonic() - started,
                 )
-            time.sleep(min(delay if delay is not None else self.backoff_s * 2 ** (attempt - 1), 30.0))
+            time.sleep(pause)
         return self._parse(raw, request, attempts=attempt, latency=time.monotonic() - started)
 
     @staticmethod
     def _retry_after(exc: openai.APIStatusError) -> float | None:
+        """Seconds the server asks us to wait; None when absent or not a usable number."""
         value = exc.response.headers.get("retry-after") if exc.response is not None else None
         try:
-            return float(value) if value is not None else None
+            seconds = float(value) if value is not None else None
         except ValueError:
-            return None
+            return None  # an HTTP date or garbage: fall back to exponential backoff
+        return seconds if seconds is not None and math.isfinite(seconds) and seconds >= 0 else None
 
     def _parse(self, raw: Any, request: ModelRequest, *, attempts: int, latency: float) -> ModelResponse:
         choice = raw.choices[0] if getattr(raw, "choices", None) else None

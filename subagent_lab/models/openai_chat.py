@@ -9,6 +9,7 @@ import uuid
 from typing import Any
 
 import openai
+from pydantic import ValidationError
 
 from subagent_lab.context import estimate_messages, estimate_text
 from subagent_lab.models.base import ModelCallError
@@ -201,7 +202,7 @@ class OpenAIChatModel:
             kwargs["timeout"] = max(min(self.timeout_s, deadline - time.monotonic()), 0.001)
             try:
                 raw = self._client.chat.completions.create(**kwargs)
-                break
+                return self._parse(raw, request, attempts=attempt, latency=time.monotonic() - started)
             except openai.APIStatusError as exc:
                 retryable = exc.status_code in _RETRY_STATUS
                 message = f"HTTP {exc.status_code} from {self.base_url}: {exc.message}"
@@ -213,6 +214,11 @@ class OpenAIChatModel:
                 delay = None
             except openai.APIError as exc:  # malformed body, validation of the response
                 retryable, message, delay = True, f"bad response from {self.base_url}: {exc}", None
+            except (json.JSONDecodeError, ValidationError, AttributeError, TypeError, IndexError) as exc:
+                # A 200 whose body is not JSON (a proxy's HTML page, a torn body) or not shaped
+                # like a chat completion: the endpoint's fault, not the harness's.
+                detail = f"{type(exc).__name__}: {exc}"[:300]
+                retryable, message, delay = True, f"malformed response from {self.base_url}: {detail}", None
             pause = min(delay if delay is not None else self.backoff_s * 2 ** (attempt - 1), 30.0)
             out_of_time = time.monotonic() + pause >= deadline
             if not retryable or attempt > self.max_retries or out_of_time:
@@ -225,7 +231,6 @@ class OpenAIChatModel:
                     latency_s=time.monotonic() - started,
                 )
             time.sleep(pause)
-        return self._parse(raw, request, attempts=attempt, latency=time.monotonic() - started)
 
     @staticmethod
     def _retry_after(exc: openai.APIStatusError) -> float | None:
@@ -298,13 +303,16 @@ class OpenAIChatModel:
     @staticmethod
     def _usage(raw: Any, request: ModelRequest, text: str) -> Usage:
         usage = getattr(raw, "usage", None)
-        if usage is not None and usage.prompt_tokens is not None:
+        # Negative counts would hand budget back to the run: treat them as missing.
+        if usage is not None and usage.prompt_tokens is not None and usage.prompt_tokens >= 0:
             details = getattr(usage, "prompt_tokens_details", None)
             cached = getattr(details, "cached_tokens", None) or 0
+            completion = usage.completion_tokens or 0
             return Usage(
                 prompt_tokens=usage.prompt_tokens,
-                completion_tokens=usage.completion_tokens or 0,
-                cached_tokens=cached,
+                completion_tokens=completion if completion >= 0 else estimate_text(text),
+                cached_tokens=max(cached, 0),
+                estimated=completion < 0,
             )
         # The provider gave no usage: estimate, and say so.
         return Usage(

@@ -95,6 +95,18 @@ def _tool_lines(tools: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _utf8(value: Any) -> Any:
+    """``value`` with lone surrogates (a non-UTF-8 file name, a model's ``\\udce9`` escape echoed
+    back in an observation) shown as ``\\udce9`` text: the request body must encode as UTF-8."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {k: _utf8(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_utf8(v) for v in value]
+    return value
+
+
 class OpenAIChatModel:
     """Talks to one OpenAI-compatible endpoint through the ``openai`` client.
 
@@ -167,7 +179,7 @@ class OpenAIChatModel:
         if not native and out and out[0]["role"] == "system":
             protocol = JSON_PROTOCOL + (_tool_lines(request.tools) if request.tools else "(none this turn)")
             out[0] = {"role": "system", "content": out[0]["content"] + "\n" + protocol}
-        return out
+        return [_utf8(m) for m in out]
 
     def _kwargs(self, request: ModelRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {

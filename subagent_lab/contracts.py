@@ -143,8 +143,11 @@ def parse_evidence(item: str) -> tuple[str, int, int] | None:
 
 
 def _line_count(path: Path) -> int:
-    with path.open("rb") as fh:
-        data = fh.read(32 * 1024 * 1024)
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(32 * 1024 * 1024)
+    except OSError:  # unreadable: no line can be shown to exist
+        return 0
     return data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
 
 
@@ -159,7 +162,12 @@ def ground_evidence(items: list[str], root: Path) -> list[EvidenceCheck]:
             continue
         rel, start, end = parsed
         check = EvidenceCheck(item=item, path=rel, start=start, end=end)
-        candidate = (root / rel).resolve() if not os.path.isabs(rel) else Path(rel).resolve()
+        try:
+            candidate = (root / rel).resolve() if not os.path.isabs(rel) else Path(rel).resolve()
+        except (ValueError, RuntimeError, OSError):  # a NUL byte, a symlink loop: not a real location
+            check.reason = "not a valid path"
+            checks.append(check)
+            continue
         if not candidate.is_relative_to(root):
             check.reason = "outside the workspace"
         elif not candidate.is_file():

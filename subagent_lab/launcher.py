@@ -102,12 +102,30 @@ def loop_spec(profile: RuntimeProfile, model: ModelConfig) -> LoopSpec:
     )
 
 
-def render_task(request: SubagentRequest) -> str:
-    """The child's first user message: the task, then the parent's structured context, if any."""
-    if not request.context:
-        return request.task.strip()
-    context = json.dumps(request.context, indent=2, sort_keys=True, ensure_ascii=False, default=str)
-    return f"{request.task.strip()}\n\nContext from the parent agent (JSON):\n{context}"
+def workspace_overview(workspace: Workspace, limit: int = 40) -> str:
+    """The workspace's top-level entries (ignored and secret ones left out), directories marked.
+
+    Small models otherwise guess paths like ``src/app/main.py``; one line of layout grounds them.
+    """
+    entries = []
+    for path in sorted(workspace.root.iterdir(), key=lambda p: p.name):
+        is_dir = path.is_dir() and not path.is_symlink()
+        if workspace.is_secret(path.name) or workspace.is_ignored(path.name, is_dir=is_dir):
+            continue
+        entries.append(path.name + ("/" if is_dir else ""))
+    more = f" ... ({len(entries) - limit} more)" if len(entries) > limit else ""
+    return "Workspace top level: " + (", ".join(entries[:limit]) or "(empty)") + more
+
+
+def render_task(request: SubagentRequest, overview: str | None = None) -> str:
+    """The child's first user message: the task, the parent's structured context, the layout."""
+    parts = [request.task.strip()]
+    if request.context:
+        context = json.dumps(request.context, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+        parts.append(f"Context from the parent agent (JSON):\n{context}")
+    if overview:
+        parts.append(overview)
+    return "\n\n".join(parts)
 
 
 def cost_usd(usage: Usage, model: ModelConfig) -> float:
@@ -194,7 +212,7 @@ class SubagentLauncher:
         link: dict[str, Any] = {"run_id": run_id, "session_id": self.session_id, "profile": profile.name}
         self._parent_event("subagent_requested", request, run_id, trace_path, model_choice=choice)
         started = time.monotonic()
-        system_prompt, task = profile.system_prompt, render_task(request)
+        system_prompt, task = profile.system_prompt, render_task(request, workspace_overview(self.workspace))
         trace.emit(
             RunStarted(
                 **link,

@@ -157,7 +157,10 @@ class Workspace:
         self._check_secret(path, lexical, real)
         if not exists:
             if must_exist:
-                raise ToolError(f"'{path}' does not exist (paths are relative to the workspace root)")
+                raise ToolError(
+                    f"'{path}' does not exist (paths are relative to the workspace root); "
+                    "find files with Glob or Grep instead of guessing paths"
+                )
             return Path(real)
         try:
             mode = os.stat(real).st_mode  # stat never opens, so a FIFO cannot block here

@@ -67,6 +67,10 @@ NUDGE_PROMPT = (
     "You have not looked at the workspace yet. Do not guess: call a tool first (for example Grep "
     "for a name from the task), then answer from what you saw."
 )
+REPEAT_NOTE = (
+    "[Note: you already made this exact call and its result is unchanged. Do something different "
+    "(Read the file around a match, or give your final answer); the run ends at {limit} identical calls.]"
+)
 REPAIR_PROMPT = "Your final answer was rejected:\n{errors}\nReply again with one corrected JSON object only."
 
 
@@ -338,6 +342,10 @@ def _run_tool(spec: LoopSpec, deps: LoopDeps, state: RunState, index: int, call:
         )
     else:
         outcome = deps.tools[call.name].invoke(deps.tool_context, call.arguments)
+        if state.signatures[call.signature()] > 1:
+            # Small models repeat themselves; say so before the loop guard has to end the run.
+            note = REPEAT_NOTE.format(limit=spec.loop_repeat_limit)
+            outcome = outcome.model_copy(update={"text": f"{note}\n{outcome.text}"})
     with state.lock:  # a turn's calls may run on several threads
         counts = state.tool_usage.setdefault(call.name, Counter())
         counts[{"ok": "executed", "error": "failed", "denied": "denied"}[outcome.status]] += 1
@@ -364,10 +372,10 @@ def _finalize(spec: LoopSpec, deps: LoopDeps, state: RunState, text: str) -> Non
             raise Finished(_payload(spec, text))
         if state.repairs >= spec.max_repairs:
             raise OutputInvalid("; ".join(errors)[:2000])
-        state.repairs += 1
         state.messages.append(Message(role="assistant", content=text))
         _add_prompt(deps, state, "repair", REPAIR_PROMPT.format(errors="\n".join(f"- {e}" for e in errors)))
         text = _call_model(spec, deps, state, "repair", []).text
+        state.repairs += 1  # counted once the repair turn happened (a refused call is no repair)
 
 
 def _payload(spec: LoopSpec, text: str) -> dict[str, Any]:

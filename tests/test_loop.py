@@ -152,6 +152,9 @@ def test_loop_detected(make_launcher: LauncherFactory) -> None:
     assert result.terminal_reason == "loop_detected"
     assert result.status == "partial"  # the grace turn still collected the findings
     assert result.tool_usage["Grep"] == {"executed": 2, "denied": 1}
+    results = [e for e in read_trace(result.trace_path) if e.kind == "tool_finished"]
+    assert "already made this exact call" not in results[0].text
+    assert "already made this exact call" in results[1].text  # warned before the guard ends the run
 
 
 def test_cancelled(make_launcher: LauncherFactory) -> None:

@@ -31,7 +31,8 @@ def main() -> None:
     total_elapsed = total_model = total_tools = 0.0
     turns: dict[str, list[bool]] = {}
     print(
-        f"{'task':28} {'model':6} {'reason':15} {'calls':>5} {'elapsed s':>9} {'model s':>8} {'tools s':>8} {'harness':>8}"
+        f"{'task':28} {'model':6} {'reason':15} {'calls':>5} {'elapsed s':>9} {'model s':>8} "
+        f"{'tools s':>8} {'harness':>8}"
     )
     with tempfile.TemporaryDirectory() as traces:
         for model in args.models.split(","):
@@ -59,7 +60,8 @@ def main() -> None:
         )
     share = (total_elapsed - total_model) / total_elapsed
     print(
-        f"\nTOTAL elapsed {total_elapsed:.1f}s, in model calls {total_model:.1f}s, in tools {total_tools:.2f}s; "
+        f"\nTOTAL elapsed {total_elapsed:.1f}s, in model calls {total_model:.1f}s, "
+        f"in tools {total_tools:.2f}s; "
         f"harness share {share:.2%} (goal <= 5%): {'OK' if share <= 0.05 else 'MISSED'}"
     )
 

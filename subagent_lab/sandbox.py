@@ -35,8 +35,9 @@ SECRET_DIRS: frozenset[str] = frozenset({".ssh", ".aws", ".gnupg", ".azure", ".k
 """Directories whose whole content counts as secret."""
 
 SECRET_NAME_GLOBS: tuple[str, ...] = (
-    ".env", ".env.*", "*.env", "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore",
-    "*.kdbx", "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", ".netrc", "_netrc", ".pgpass",
+    ".env", ".env.*", ".env_*", ".env-*", ".envrc", "*.env", "*.pem", "*.key", "*.p12", "*.pfx",
+    "*.jks", "*.keystore", "*.kdbx", "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", ".netrc", "_netrc",
+    ".pgpass",
     ".npmrc", ".pypirc", ".git-credentials", ".htpasswd", ".dockercfg", "credentials*",
     "*.tfstate", "*.tfstate.*",
 )  # fmt: skip

@@ -197,7 +197,11 @@ class Redactor:
 
     def __init__(self, extra_values: list[str] | None = None) -> None:
         values = [v for k, v in os.environ.items() if _SECRET_ENV_RE.search(k) and len(v) >= 8]
-        self._values = sorted({*values, *(extra_values or [])}, key=len, reverse=True)
+        values += [v for v in extra_values or [] if len(v) >= 8]
+        # Redaction runs on JSON text: a value with quotes, backslashes or control characters is
+        # written escaped, so its escaped forms are looked for as well.
+        forms = {f for v in values for f in (v, json.dumps(v)[1:-1], json.dumps(v, ensure_ascii=False)[1:-1])}
+        self._values = sorted(forms, key=len, reverse=True)
 
     def __call__(self, text: str) -> str:
         for value in self._values:

@@ -18,7 +18,7 @@ from subagent_lab.permissions import PermissionGate
 from subagent_lab.profiles import LabConfig, ModelConfig, RuntimeProfile
 from subagent_lab.sandbox import Workspace
 from subagent_lab.tools.readonly import build_tools
-from subagent_lab.trace import RunEnded, RunStarted, SubagentEvent, TraceWriter, new_id
+from subagent_lab.trace import Redactor, RunEnded, RunStarted, SubagentEvent, TraceWriter, new_id, to_json
 from subagent_lab.types import ConfigError, Message, ModelChoice, RunStatus, TerminalReason, Usage
 
 ModelFactory = Callable[[ModelChoice, ModelConfig], Model]
@@ -195,6 +195,11 @@ class SubagentLauncher:
             problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
             raise ConfigError(f"overrides for profile {request.profile!r}: {problems}") from None
 
+    def _redactor(self) -> Redactor:
+        """Masks secrets, including every configured model's key whatever its variable is called."""
+        names = {cfg.api_key_env for cfg in self.config.models.values() if cfg and cfg.api_key_env}
+        return Redactor(extra_values=[os.environ[n] for n in sorted(names) if os.environ.get(n)])
+
     def _model(self, choice: ModelChoice, cfg: ModelConfig) -> Model:
         with self._lock:
             if choice not in self._models:
@@ -208,7 +213,8 @@ class SubagentLauncher:
         used, model_cfg, fallback = self.config.resolve_model(choice)
         run_id = new_id("run")
         trace_path = self.trace_dir / self.session_id / f"{profile.name}-{run_id}.jsonl"
-        trace = TraceWriter(trace_path, run_id)
+        redactor = self._redactor()
+        trace = TraceWriter(trace_path, run_id, redactor=redactor)
         link: dict[str, Any] = {"run_id": run_id, "session_id": self.session_id, "profile": profile.name}
         self._parent_event("subagent_requested", request, run_id, trace_path, model_choice=choice)
         started = time.monotonic()
@@ -286,6 +292,9 @@ class SubagentLauncher:
             cost_usd=cost_usd(outcome.usage, model_cfg),
             trace_path=str(trace_path),
         )
+        # The result goes to the parent's model, to sweep tables and to logs: no keys in it either
+        # (an endpoint may echo the Authorization header in an error that becomes the detail).
+        result = SubagentResult.model_validate_json(redactor(to_json(result)))
         kind = "subagent_failed" if result.status == "failed" else "subagent_completed"
         self._parent_event(kind, request, run_id, trace_path, result=result)
         return result

@@ -224,11 +224,12 @@ def _scrub(value: Any) -> Any:
     return value
 
 
-def _event_json(event: _Event) -> str:
+def to_json(model: BaseModel) -> str:
+    """``model`` as one JSON line, even when it holds lone surrogates (see ``_scrub``)."""
     try:
-        return event.model_dump_json()
+        return model.model_dump_json()
     except PydanticSerializationError:
-        return json.dumps(_scrub(event.model_dump(mode="json")), ensure_ascii=False, separators=(",", ":"))
+        return json.dumps(_scrub(model.model_dump(mode="json")), ensure_ascii=False, separators=(",", ":"))
 
 
 class TraceWriter:
@@ -251,7 +252,7 @@ class TraceWriter:
                 return
             event.seq = self._seq
             self._seq += 1
-            line = self._redact(_event_json(event))
+            line = self._redact(to_json(event))
             self._fh.write(line + "\n")
             self._fh.flush()
 

@@ -94,7 +94,11 @@ def select_tasks(selectors: Iterable[str], suite: list[BenchTask] | None = None)
 
 
 def plan_runs(spec: SweepSpec, *, config_path: str | None, out: Path, cache: bool) -> list[RunSpec]:
-    """Every run of the grid, in a deterministic order."""
+    """Every run of the grid, in a deterministic order, grouped by model.
+
+    The embedded server holds one model at a time: grouping by model avoids reloading weights and
+    losing the prompt cache between neighbouring runs.
+    """
     return [
         RunSpec(
             run_key=f"{task.id}|{model}|{variant.label}|{repeat}",
@@ -107,9 +111,9 @@ def plan_runs(spec: SweepSpec, *, config_path: str | None, out: Path, cache: boo
             trace_dir=str(out / "traces"),
             cache_dir=str(out.parent / "model-cache") if cache else None,
         )
+        for model in spec.models
         for task in select_tasks(spec.tasks)
         for variant in spec.variants
-        for model in spec.models
         for repeat in range(spec.repeats)
     ]
 

@@ -173,7 +173,7 @@ def sweep_df(tmp_path: Path) -> pd.DataFrame:
     good = {**ANSWER, "summary": "safe_load uses SafeLoader", "evidence": gold}
     factory = ScriptedFactory(
         {
-            "light": [final("nope"), final("still not json"), final("{")],
+            "light": [tool_call("Glob", pattern="*.py"), final("nope"), final("still not json"), final("{")],
             "main": [tool_call("Grep", pattern="def safe_load"), final(good)],
         }
     )

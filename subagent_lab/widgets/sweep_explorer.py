@@ -67,9 +67,15 @@ def run_label(row: pd.Series) -> str:
     return f"{row.get('run_key', '?')} — {row.get('terminal_reason', '?')}"
 
 
-def pick_trace(df: pd.DataFrame, task_id: str, model: str, variant: str | None = None) -> str:
-    """The trace path of the first run of ``task_id`` on ``model`` (and ``variant``, if given)."""
-    rows = df[(df["task_id"] == task_id) & (df["model_used"].astype(str) == model)]
+def pick_trace(
+    df: pd.DataFrame, task_id: str, model: str, variant: str | None = None, *, by: str = "model_used"
+) -> str:
+    """The trace path of the first run of ``task_id`` on ``model`` (and ``variant``, if given).
+
+    ``by`` is the model column to match: ``model_used`` (default) or ``model_choice`` (what was
+    asked for, which differs from the model used after a fallback).
+    """
+    rows = df[(df["task_id"] == task_id) & (df[by].astype(str) == model)]
     if variant is not None:
         rows = rows[rows["variant"] == variant]
     rows = rows[rows["trace_path"].notna()] if "trace_path" in rows.columns else rows.iloc[0:0]

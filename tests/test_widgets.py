@@ -14,12 +14,14 @@ from conftest import REPO, LauncherFactory
 
 from subagent_lab.bench.suite import load_suite
 from subagent_lab.experiments.sweep import SweepSpec, Variant, load_results, run_sweep, sweep_dir
-from subagent_lab.launcher import SubagentRequest, SubagentResult
+from subagent_lab.launcher import ParentLink, SubagentRequest, SubagentResult
 from subagent_lab.models.scripted import ScriptedFactory, final, tool_call
-from subagent_lab.trace import read_trace
+from subagent_lab.trace import ModelCalled, RunStarted, ToolFinished, ToolStarted, TraceWriter, read_trace
+from subagent_lab.types import Usage
 from subagent_lab.widgets import (
     RunInspector,
     SweepExplorer,
+    child_traces,
     cited_lines,
     evidence_records,
     filter_runs,
@@ -153,6 +155,60 @@ def test_plot_run_tokens_draws_cumulative_tokens_and_budgets(run: SubagentResult
     assert list(lines["cumulative tokens"].get_ydata()) == [s.cumulative_tokens for s in view.steps]
     assert list(lines["total budget"].get_ydata()) == [21000, 21000]
     assert list(lines["context budget"].get_ydata()) == [9000, 9000]
+
+
+def test_parent_trace_links_and_opens_its_sub_agents(
+    make_launcher: LauncherFactory, workspace: Path, tmp_path: Path
+) -> None:
+    parent_path = tmp_path / "parent.jsonl"
+    parent = TraceWriter(parent_path, "run-parent")
+    common = {"run_id": "run-parent", "session_id": "s-parent"}
+    parent.emit(
+        RunStarted(
+            **common,
+            profile="main",
+            model_choice="main",
+            model_used="main",
+            model_id="m",
+            endpoint="e",
+            workspace=str(workspace),
+            system_prompt="sys",
+            task="delegate it",
+        )
+    )
+    parent.emit(
+        ModelCalled(
+            run_id="run-parent",
+            purpose="step",
+            prompt_tokens_est=10,
+            max_tokens=10,
+            usage=Usage(prompt_tokens=10, completion_tokens=5),
+            latency_s=0.1,
+            finish_reason="stop",
+        )
+    )
+    parent.emit(
+        ToolStarted(run_id="run-parent", step=1, call_id="t1", tool="Task", arguments={"prompt": "x"})
+    )
+    launcher, _ = make_launcher(
+        [tool_call("Grep", pattern="def login"), final(ANSWER)],
+        parent=ParentLink(session_id="s-parent", run_id="run-parent", trace_path=str(parent_path)),
+        parent_trace=parent,
+    )
+    child = launcher.launch(SubagentRequest(task="Where is login implemented?"))
+    parent.emit(
+        ToolFinished(run_id="run-parent", step=1, call_id="t1", tool="Task", status="ok", text="done")
+    )
+    parent.close()
+    view = run_view(parent_path)
+    ((label, path),) = child_traces(view)
+    assert path == child.trace_path and "explore" in label and "completed" in label
+    assert "sub-agent completed" in step_html(view.steps[0], view)
+    inspector = RunInspector(parent_path)
+    inspector.children_select.value = child.trace_path
+    (nested,) = inspector.children_box.children
+    assert isinstance(nested, RunInspector) and nested.run.trace_path == child.trace_path
+    assert [r.grounded for r in nested.evidence] == [True, False, False]
 
 
 # --- sweeps -----------------------------------------------------------------------------------

@@ -231,6 +231,18 @@ class EvidenceRecord:
     end: int | None
 
 
+def child_traces(run: RunView) -> list[tuple[str, str]]:
+    """The sub-agents a parent run launched, as (label, trace path), in launch order."""
+    children: list[tuple[str, str]] = []
+    for step in run.steps:
+        for sub in step.subagents:
+            if sub.kind in ("subagent_completed", "subagent_failed"):
+                ended = sub.terminal_reason or sub.kind
+                label = f"{sub.profile} · {sub.model_used or '?'} · {ended} · {sub.child_run_id}"
+                children.append((label, sub.child_trace))
+    return children
+
+
 def evidence_records(run: RunView) -> list[EvidenceRecord]:
     """The final contract's evidence items, each checked against the run's workspace."""
     if run.end is None or not run.end.contract or run.workspace is None:

@@ -8,7 +8,14 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from subagent_lab.widgets.records import EvidenceRecord, RunView, cited_lines, evidence_records, run_view
+from subagent_lab.widgets.records import (
+    EvidenceRecord,
+    RunView,
+    child_traces,
+    cited_lines,
+    evidence_records,
+    run_view,
+)
 from subagent_lab.widgets.render import citation_html, contract_html, header_html, plot_run_tokens, step_html
 
 
@@ -49,6 +56,13 @@ class RunInspector(widgets.VBox):
         self.contract_view = widgets.HTML(contract_html(self.run, self.evidence))
         self.evidence_buttons = [self._evidence_button(i, rec) for i, rec in enumerate(self.evidence)]
         self.citation = widgets.HTML()
+        self.children_select = widgets.Dropdown(
+            options=[("(open a sub-agent run)", ""), *child_traces(self.run)],
+            description="sub-agent",
+            layout=widgets.Layout(width="90%"),
+        )
+        self.children_box = widgets.VBox()
+        self.children_select.observe(lambda _: self.open_child(), names="value")
         self.plot_button = widgets.Button(description="plot tokens vs budget", icon="line-chart")
         self.plot_out = widgets.Output()
 
@@ -75,6 +89,7 @@ class RunInspector(widgets.VBox):
                 self.step_view,
                 self.contract_view,
                 *evidence_box,
+                *([self.children_select, self.children_box] if len(self.children_select.options) > 1 else []),
                 self.plot_button,
                 self.plot_out,
             ],
@@ -114,6 +129,16 @@ class RunInspector(widgets.VBox):
             self.citation.value = f"<div style='color:#cf222e'>cannot read {where}</div>"
             return
         self.citation.value = citation_html(record, lines)
+
+    def open_child(self) -> None:
+        """Open the selected sub-agent's trace in a nested inspector (a parent run's children)."""
+        path = self.children_select.value
+        if not path:
+            self.children_box.children = ()
+        elif not Path(path).exists():
+            self.children_box.children = (widgets.HTML(f"<i>no trace at {html.escape(path)}</i>"),)
+        else:
+            self.children_box.children = (RunInspector(path, title="sub-agent run"),)
 
     def show_plot(self) -> None:
         """Draw cumulative tokens vs the budgets into the inspector's output area."""

@@ -157,6 +157,8 @@ def test_start_reuse_and_stop_lifecycle(lab: LabConfig, tmp_path: Path) -> None:
         assert status["state"] == "healthy" and status["pid"] == handle.pid
     finally:
         assert server.stop_server(lab) is True
+        for suffix in (".json", ".log", ".log.1", ".lock"):  # one-off port: leave no files behind
+            (server.server_dir() / f"server-{lab.server.port}{suffix}").unlink(missing_ok=True)
     with pytest.raises(ProcessLookupError):
         os.kill(handle.pid, 0)
     assert server.stop_server(lab) is False
@@ -272,3 +274,5 @@ def test_live_embedded_server_chat(config: LabConfig) -> None:
         assert reply.usage is not None and reply.usage.prompt_tokens > 0 and reply.usage.completion_tokens > 0
     finally:
         assert server.stop_server(lab) is True
+        for suffix in (".json", ".log", ".log.1", ".lock"):  # one-off port: leave no files behind
+            (server.server_dir() / f"server-{lab.server.port}{suffix}").unlink(missing_ok=True)

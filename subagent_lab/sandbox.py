@@ -130,6 +130,10 @@ class Workspace:
             raise ToolError("path must be a string")
         if "\x00" in path:
             raise ToolDeniedError("path contains a NUL byte")
+        try:
+            os.fsencode(path)  # a lone surrogate outside the surrogateescape range cannot name a file
+        except UnicodeEncodeError:
+            raise ToolError("path is not valid text (it holds a lone UTF-16 surrogate)") from None
         path = path.strip() or "."
         candidate = path if os.path.isabs(path) else os.path.join(self._root_real, path)
         lexical = os.path.normpath(candidate)

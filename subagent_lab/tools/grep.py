@@ -248,6 +248,10 @@ def grep(
         raise ToolError("pattern must not be empty")
     if "\x00" in pattern or (glob and "\x00" in glob):
         raise ToolError("pattern and glob must not contain NUL bytes")
+    try:
+        os.fsencode(pattern + (glob or ""))  # rg's arguments must be encodable
+    except UnicodeEncodeError:
+        raise ToolError("pattern and glob must be valid text (a lone UTF-16 surrogate was given)") from None
     if max_results < 1:
         raise ToolError(f"max_results must be >= 1 (got {max_results})")
     if context < 0:

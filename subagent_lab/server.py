@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -56,7 +56,6 @@ class ServerHandle:
     pid: int | None = None
     started: bool = False
     """True when this call started it (False: an existing server was reused)."""
-    config_path: Path | None = field(default=None, compare=False)
 
 
 def server_dir() -> Path:
@@ -213,17 +212,8 @@ def _alive(pid: int) -> bool:
 
 
 def _handle(config: LabConfig, *, pid: int | None, started: bool) -> ServerHandle:
-    cfg_path, log, _ = _files(config.server)
-    return ServerHandle(
-        url=config.server.base_url,
-        host=config.server.host,
-        port=config.server.port,
-        log_path=log,
-        aliases=served_aliases(config),
-        pid=pid,
-        started=started,
-        config_path=cfg_path,
-    )
+    srv, log = config.server, _files(config.server)[1]
+    return ServerHandle(srv.base_url, srv.host, srv.port, log, served_aliases(config), pid, started)
 
 
 def default_command(config_path: Path) -> list[str]:
@@ -377,9 +367,7 @@ def _terminate(pid: int, proc: subprocess.Popen[bytes] | None = None, grace_s: f
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            return
-        if proc is None and not _alive(pid):
+        if (proc.poll() is not None) if proc is not None else not _alive(pid):
             return
         time.sleep(0.1)
     with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -7,22 +7,15 @@ call whose estimated prompt plus its output cap could overshoot the total budget
 
 from __future__ import annotations
 
-import threading
 import time
 import traceback
-from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
-
-from subagent_lab.context import ContextMeter, compact, estimate_messages
+from subagent_lab.context import compact, estimate_messages
 from subagent_lab.contracts import contract_schema, ground_evidence, grounded_ratio, parse_contract
-from subagent_lab.models.base import Model, ModelCallError
-from subagent_lab.permissions import PermissionGate
-from subagent_lab.tools.base import Tool
+from subagent_lab.dispatch import executed_calls, run_tools
+from subagent_lab.loop_state import LoopDeps, LoopOutcome, LoopSpec, RunState
+from subagent_lab.models.base import ModelCallError
 from subagent_lab.trace import (
     BudgetDecision,
     Compacted,
@@ -31,9 +24,6 @@ from subagent_lab.trace import (
     ModelCallFailed,
     PromptAdded,
     RunEnded,
-    ToolFinished,
-    ToolStarted,
-    TraceWriter,
 )
 from subagent_lab.types import (
     LIMIT_REASONS,
@@ -48,9 +38,6 @@ from subagent_lab.types import (
     RunStatus,
     Stop,
     TerminalReason,
-    ToolCall,
-    ToolOutcome,
-    Usage,
 )
 
 MIN_OUTPUT_TOKENS = 48
@@ -67,82 +54,7 @@ NUDGE_PROMPT = (
     "You have not looked at the workspace yet. Do not guess: call a tool first (for example Grep "
     "for a name from the task), then answer from what you saw."
 )
-REPEAT_NOTE = (
-    "[Note: you already made this exact call and its result is unchanged. Do something different "
-    "(Read the file around a match, or give your final answer); the run ends at {limit} identical calls.]"
-)
 REPAIR_PROMPT = "Your final answer was rejected:\n{errors}\nReply again with one corrected JSON object only."
-
-
-@dataclass(frozen=True)
-class LoopSpec:
-    """Limits and rules of one run (built from a profile and its model)."""
-
-    max_steps: int
-    context_token_budget: int
-    total_token_budget: int
-    timeout_s: float
-    contract: str | None
-    max_output_tokens: int = 1024
-    max_repairs: int = 2
-    require_grounded: bool = False
-    max_tool_calls_per_step: int = 4
-    loop_repeat_limit: int = 3
-    grace_turn: bool = True
-    temperature: float = 0.0
-    seed: int | None = 0
-    max_parallel_tools: int = 4
-    min_tool_calls: int = 0
-    """Executed tool calls required before a final answer is accepted (grounds small models)."""
-
-
-@dataclass
-class LoopDeps:
-    """What the loop talks to."""
-
-    model: Model
-    tools: dict[str, Tool]
-    gate: PermissionGate
-    tool_context: Any
-    workspace_root: Path
-    trace: TraceWriter
-    cancel: threading.Event | None = None
-
-
-class LoopOutcome(BaseModel):
-    """How a run ended and what it used; the loop's only return type."""
-
-    terminal_reason: TerminalReason
-    status: RunStatus
-    detail: str = ""
-    contract: dict[str, Any] | None = None
-    usage: Usage = Field(default_factory=Usage)
-    usage_by_call: list[Usage] = Field(default_factory=list)
-    tool_usage: dict[str, dict[str, int]] = Field(default_factory=dict)
-    steps: int = 0
-    model_calls: int = 0
-    repairs_used: int = 0
-    grace_used: bool = False
-    elapsed_s: float = 0.0
-    model_time_s: float = 0.0
-    grounded_ratio: float | None = None
-
-
-@dataclass
-class RunState:
-    messages: list[Message]
-    started: float = field(default_factory=time.monotonic)
-    usage: Usage = field(default_factory=Usage)
-    usage_by_call: list[Usage] = field(default_factory=list)
-    steps: int = 0
-    repairs: int = 0
-    grace_used: bool = False
-    model_time_s: float = 0.0
-    tool_usage: dict[str, Counter[str]] = field(default_factory=dict)
-    signatures: Counter[str] = field(default_factory=Counter)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    meter: ContextMeter = field(default_factory=ContextMeter)
-    grounded: float | None = None
 
 
 def run_loop(spec: LoopSpec, deps: LoopDeps, messages: list[Message]) -> LoopOutcome:
@@ -169,7 +81,7 @@ def _step(spec: LoopSpec, deps: LoopDeps, state: RunState) -> None:
     if state.steps >= spec.max_steps:
         raise LimitReached("max_steps", f"reached max_steps={spec.max_steps}")
     tools = [t.schema() for t in deps.tools.values()]
-    allow_final = _executed(state) >= spec.min_tool_calls
+    allow_final = executed_calls(state) >= spec.min_tool_calls
     response = _call_model(spec, deps, state, "step", tools, allow_final=allow_final)
     state.steps += 1
     if not response.tool_calls and not allow_final:
@@ -181,7 +93,7 @@ def _step(spec: LoopSpec, deps: LoopDeps, state: RunState) -> None:
         _finalize(spec, deps, state, response.text)
     calls = response.tool_calls
     state.messages.append(Message(role="assistant", content=response.text, tool_calls=calls))
-    state.messages.extend(_run_tools(spec, deps, state, calls))
+    state.messages.extend(run_tools(spec, deps, state, calls))
     repeated = [c.name for c in calls if state.signatures[c.signature()] >= spec.loop_repeat_limit]
     if repeated:
         raise LimitReached(
@@ -293,75 +205,6 @@ def _call_model(
         )
     )
     return response
-
-
-def _executed(state: RunState) -> int:
-    return sum(counts["executed"] for counts in state.tool_usage.values())
-
-
-def _run_tools(spec: LoopSpec, deps: LoopDeps, state: RunState, calls: list[ToolCall]) -> list[Message]:
-    """Run a turn's calls (concurrently when several), returning tool messages in call order."""
-    for call in calls:
-        state.signatures[call.signature()] += 1
-    if len(calls) > 1 and spec.max_parallel_tools > 1:
-        with ThreadPoolExecutor(max_workers=min(spec.max_parallel_tools, len(calls))) as pool:
-            outcomes = list(pool.map(lambda ic: _run_tool(spec, deps, state, ic[0], ic[1]), enumerate(calls)))
-    else:
-        outcomes = [_run_tool(spec, deps, state, i, c) for i, c in enumerate(calls)]
-    return [
-        Message(role="tool", content=o.text, tool_call_id=c.id, name=c.name)
-        for c, o in zip(calls, outcomes, strict=True)
-    ]
-
-
-def _run_tool(spec: LoopSpec, deps: LoopDeps, state: RunState, index: int, call: ToolCall) -> ToolOutcome:
-    deps.trace.emit(
-        ToolStarted(
-            run_id=deps.trace.run_id,
-            step=state.steps,
-            call_id=call.id,
-            tool=call.name,
-            arguments=call.arguments,
-        )
-    )
-    started = time.monotonic()
-    decision = deps.gate.check(call.name, deps.tools.get(call.name))
-    if index >= spec.max_tool_calls_per_step:
-        outcome = ToolOutcome(
-            status="denied", text=f"Denied: at most {spec.max_tool_calls_per_step} tool calls per turn"
-        )
-    elif not decision.allowed:
-        outcome = ToolOutcome(status="denied", text=f"Denied: {decision.reason}")
-    elif state.signatures[call.signature()] >= spec.loop_repeat_limit:
-        outcome = ToolOutcome(
-            status="denied", text="Denied: identical call repeated; try something different"
-        )
-    elif call.raw_arguments is not None:
-        outcome = ToolOutcome(
-            status="error", text=f"Error: arguments must be a JSON object, got {call.raw_arguments[:200]!r}"
-        )
-    else:
-        outcome = deps.tools[call.name].invoke(deps.tool_context, call.arguments)
-        if state.signatures[call.signature()] > 1:
-            # Small models repeat themselves; say so before the loop guard has to end the run.
-            note = REPEAT_NOTE.format(limit=spec.loop_repeat_limit)
-            outcome = outcome.model_copy(update={"text": f"{note}\n{outcome.text}"})
-    with state.lock:  # a turn's calls may run on several threads
-        counts = state.tool_usage.setdefault(call.name, Counter())
-        counts[{"ok": "executed", "error": "failed", "denied": "denied"}[outcome.status]] += 1
-    deps.trace.emit(
-        ToolFinished(
-            run_id=deps.trace.run_id,
-            step=state.steps,
-            call_id=call.id,
-            tool=call.name,
-            status=outcome.status,
-            text=outcome.text,
-            truncated=outcome.truncated,
-            duration_s=time.monotonic() - started,
-        )
-    )
-    return outcome
 
 
 def _finalize(spec: LoopSpec, deps: LoopDeps, state: RunState, text: str) -> None:

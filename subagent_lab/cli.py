@@ -76,14 +76,14 @@ def _args_status(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """Show whether the embedded server answers, its pid, log and served models; 0 when healthy."""
+    """Show whether the embedded server answers, its pid, log and served models; 0 when it runs."""
     status = server.server_status(_config(args))
     if args.json:
         print(json.dumps(status, indent=2))
     else:
         for key, value in status.items():
             print(f"{key:>15}: {value}")
-    return 0 if status["state"] == "healthy" else 1
+    return 0 if status["state"] in ("healthy", "busy") else 1
 
 
 # --- models -----------------------------------------------------------------------------------

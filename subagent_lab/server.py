@@ -297,7 +297,8 @@ def ensure_server(
             _wait_ready(proc, srv, aliases, log, timeout)
         except BaseException:
             _terminate(proc.pid, proc)
-            pid_file.unlink(missing_ok=True)
+            if _read_pid(pid_file).get("pid") == proc.pid:
+                pid_file.unlink(missing_ok=True)
             raise
         _STARTED[srv.port] = proc
         if stop_at_exit:
@@ -377,11 +378,26 @@ def _terminate(pid: int, proc: subprocess.Popen[bytes] | None = None, grace_s: f
             proc.wait(timeout=5)
 
 
-def stop_server(config: LabConfig) -> bool:
-    """Stop the embedded server of ``config`` via its pid file; False when none was running."""
-    _, _, pid_file = _files(config.server)
+def _server_pid(config: LabConfig) -> int | None:
+    """The live server of this port: from the pid file, else found by its generated config path."""
+    cfg_path, _, pid_file = _files(config.server)
     pid = _read_pid(pid_file).get("pid")
-    if not isinstance(pid, int) or not _alive(pid):
+    if isinstance(pid, int) and _alive(pid):
+        return pid
+    # The pid file can be lost (a killed process that started it); the command line is not.
+    needle = b"\0--config_file\0" + str(cfg_path).encode() + b"\0"
+    for proc_dir in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            if needle in (proc_dir / "cmdline").read_bytes() + b"\0" and int(proc_dir.name) != os.getpid():
+                return int(proc_dir.name)
+    return None
+
+
+def stop_server(config: LabConfig) -> bool:
+    """Stop the embedded server of ``config`` (pid file, else its command line); False if none ran."""
+    pid_file = _files(config.server)[2]
+    pid = _server_pid(config)
+    if pid is None:
         pid_file.unlink(missing_ok=True)
         return False
     proc = next((p for p in _STARTED.values() if p.pid == pid), None)
@@ -400,14 +416,14 @@ def _stop_started(config: LabConfig, pid: int) -> None:
 def server_status(config: LabConfig) -> dict[str, Any]:
     """State of the embedded server: url, state (``healthy``/``busy``/``free``/``foreign``), pid, log."""
     srv = config.server
-    cfg_path, log, pid_file = _files(srv)
+    cfg_path, log, _ = _files(srv)
     state, detail = probe(srv.host, srv.port, served_aliases(config))
-    pid = _read_pid(pid_file).get("pid")
+    pid = _server_pid(config)
     return {
         "url": srv.base_url,
         "state": state,
         "detail": detail,
-        "pid": pid if isinstance(pid, int) and _alive(pid) else None,
+        "pid": pid,
         "log": str(log),
         "config_file": str(cfg_path),
         "aliases": list(served_aliases(config)),

@@ -192,6 +192,25 @@ def test_server_stops_when_its_parent_is_killed(tmp_path: Path) -> None:
     pytest.fail("the orphaned child did not stop itself")
 
 
+def test_stop_finds_a_server_whose_pid_file_was_lost(lab: LabConfig, tmp_path: Path) -> None:
+    script = tmp_path / "fake_server.py"
+    script.write_text(FAKE_SERVER)
+    cfg_path = server.server_dir() / f"server-{lab.server.port}.json"
+    command = [
+        sys.executable,
+        str(script),
+        str(lab.server.port),
+        ",".join(ALIASES),
+        "--config_file",
+        str(cfg_path),
+    ]
+    handle = server.ensure_server(lab, command=command, stop_at_exit=False)
+    (server.server_dir() / f"server-{lab.server.port}.pid").unlink()
+    assert server.server_status(lab)["pid"] == handle.pid
+    assert server.stop_server(lab) is True
+    assert server.server_status(lab)["state"] == "free"
+
+
 def test_stale_pid_file_is_ignored(lab: LabConfig) -> None:
     server.server_dir().mkdir(parents=True)
     (server.server_dir() / f"server-{lab.server.port}.pid").write_text(json.dumps({"pid": 2**22 + 12345}))

@@ -30,6 +30,7 @@ from subagent_lab.launcher import ModelFactory, SubagentLauncher, SubagentReques
 from subagent_lab.models.base import Model
 from subagent_lab.models.cache import CachingModel
 from subagent_lab.profiles import LabConfig, ModelConfig, load_config
+from subagent_lab.trace import Redactor
 from subagent_lab.types import ModelChoice
 
 TOOLS = ("Read", "Grep", "Glob")
@@ -160,7 +161,7 @@ def execute_run(run: RunSpec, model_factory: ModelFactory | None = None) -> dict
             **_base_row(run),
             "terminal_reason": "crashed",
             "status": "failed",
-            "error": "".join(traceback.format_exception(exc))[-3000:],
+            "error": Redactor()("".join(traceback.format_exception(exc))[-3000:]),
             "elapsed_s": time.time() - started,
         }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from subagent_lab.launcher import SubagentLauncher, SubagentRequest
@@ -43,6 +44,14 @@ def test_json_protocol_messages_and_parsing() -> None:
     assert done.tool_calls == [] and done.text == '{"status": "completed"}'
     junk = model._parse_action(ModelResponse(text="I think the answer is 42"))
     assert not junk.parse_ok and junk.text == "I think the answer is 42"
+    fenced = model._parse_action(
+        ModelResponse(text='Sure:\n```json\n{"tool": "Read", "arguments": {"path": "a"}}\n```')
+    )
+    assert fenced.tool_calls[0].name == "Read"
+    qwen = model._parse_action(ModelResponse(text='{"name": "Glob", "arguments": {"pattern": "*.py"}}'))
+    assert qwen.tool_calls[0].name == "Glob"
+    bare = model._parse_action(ModelResponse(text='{"status": "completed", "summary": "s"}'))
+    assert bare.parse_ok and bare.tool_calls == [] and json.loads(bare.text)["summary"] == "s"
 
 
 def test_decoding_schema_keeps_properties_named_like_keywords() -> None:

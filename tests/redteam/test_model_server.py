@@ -167,7 +167,9 @@ SCENARIOS: dict[str, Scenario] = {
         [GREP, ok(""), Reply(body=chat(None)), ok("  ")], "invalid_output", 4, usage=480
     ),
     "same-call-forever": Scenario([], "loop_detected", 6, default=GREP, usage=6 * PER_CALL),
-    "fenced-contract": Scenario([GREP, ok("```json\n" + json.dumps(GOOD) + "\n```"), DONE], "completed", 3),
+    # The JSON action protocol extracts the object from fences or prose (models run unconstrained
+    # too); the contract check itself stays strict, as native-fenced-contract shows.
+    "fenced-contract": Scenario([GREP, ok("```json\n" + json.dumps(GOOD) + "\n```")], "completed", 2),
     "invented-evidence-accepted": Scenario([GREP, ok(answer(INVENTED))], "completed", 2),
     "invented-evidence-required": Scenario(
         [GREP],
@@ -303,7 +305,7 @@ def test_hostile_server(name: str, config: LabConfig, workspace: Path, tmp_path:
     elif name == "same-call-forever":
         assert result.tool_usage == {"Grep": {"executed": 2, "denied": 1}} and result.grace_used
     elif name == "fenced-contract":
-        assert result.repairs_used == 1 and result.contract is not None
+        assert result.repairs_used == 0 and result.contract == GOOD
     elif name == "invented-evidence-accepted":
         assert result.grounded_ratio == pytest.approx(1 / 8)
     elif name == "invented-evidence-required":

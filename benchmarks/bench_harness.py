@@ -24,8 +24,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tasks", type=int, default=2)
     parser.add_argument("--models", default="light")
+    parser.add_argument(
+        "--constrain",
+        choices=["yes", "no", "config"],
+        default="config",
+        help="grammar-constrained JSON actions (response_format) or free generation",
+    )
     args = parser.parse_args()
     config = load_config()
+    if args.constrain != "config":
+        flag = args.constrain == "yes"
+        models = {
+            k: m.model_copy(update={"constrain_output": flag}) if m else m for k, m in config.models.items()
+        }
+        config = config.model_copy(update={"models": models})
+        print(f"constrain_output={flag}")
     ensure_server(config)
     tasks = [t for t in load_suite() if t.smoke][: args.tasks]
     total_elapsed = total_model = total_tools = 0.0

@@ -36,6 +36,7 @@ from subagent_lab.launcher import (
     SubagentResult,
     cost_usd,
     default_model_factory,
+    workspace_overview,
 )
 from subagent_lab.loop import MIN_OUTPUT_TOKENS, LoopDeps, LoopOutcome, LoopSpec, run_loop
 from subagent_lab.models.base import Model
@@ -216,6 +217,8 @@ class MainAgent:
         }
         if self.children_token_cap is not None:
             budgets["children_token_cap"] = self.children_token_cap
+        # The same one-line layout a child gets: without it small models guess paths.
+        first_message = f"{task_text.strip()}\n\n{workspace_overview(workspace)}"
         trace.emit(
             RunStarted(
                 run_id=run_id,
@@ -230,10 +233,13 @@ class MainAgent:
                 tools=list(tools),
                 workspace=str(workspace.root),
                 system_prompt=system_prompt,
-                task=task_text,
+                task=first_message,
             )
         )
-        messages = [Message(role="system", content=system_prompt), Message(role="user", content=task_text)]
+        messages = [
+            Message(role="system", content=system_prompt),
+            Message(role="user", content=first_message),
+        ]
         outcomes: list[LoopOutcome] = []
         checks: list[tuple[VerificationRecord, SubagentResult]] = []
         answer: str | None = None

@@ -13,6 +13,7 @@ from subagent_lab.bench.suite import load_suite
 from subagent_lab.experiments.analysis import budget_curve, summarize, terminal_reasons
 from subagent_lab.experiments.sweep import SweepSpec, Variant, load_results, run_sweep, sweep_dir
 from subagent_lab.models.scripted import ScriptedFactory, final, tool_call
+from subagent_lab.types import ConfigError
 
 TASK = next(t for t in load_suite() if t.id == "yaml-safe-load")
 
@@ -135,3 +136,11 @@ def test_dask_local_cluster_executor(config_path: str, tmp_path: Path) -> None:
         )
     assert len(df) == 4 and set(df["status"]) == {"completed"}
     assert (df["quality"] == 1.0).all()
+
+
+def test_invalid_variant_is_refused_before_any_run(config_path: str, tmp_path: Path) -> None:
+    bad = Variant(label="tiny", overrides={"context_token_budget": 9000, "total_token_budget": 1000})
+    spec = SweepSpec(name="v", tasks=(TASK.id,), models=("light",), variants=(bad,))
+    with pytest.raises(ConfigError, match=r"variant 'tiny'.*context_token_budget"):
+        run_sweep(spec, config_path=config_path, out_dir=tmp_path / "sw", model_factory=FACTORY)
+    assert not (tmp_path / "sw").exists()

@@ -22,16 +22,16 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from subagent_lab.bench.scoring import score_run
 from subagent_lab.bench.suite import BenchTask, load_suite, package_root
 from subagent_lab.launcher import ModelFactory, SubagentLauncher, SubagentRequest, default_model_factory
 from subagent_lab.models.base import Model
 from subagent_lab.models.cache import CachingModel
-from subagent_lab.profiles import LabConfig, ModelConfig, load_config
+from subagent_lab.profiles import LabConfig, ModelConfig, RuntimeProfile, load_config
 from subagent_lab.trace import Redactor
-from subagent_lab.types import ModelChoice
+from subagent_lab.types import ConfigError, ModelChoice
 
 TOOLS = ("Read", "Grep", "Glob")
 OUTCOMES = ("executed", "denied", "failed")
@@ -278,6 +278,7 @@ def run_sweep(
 ) -> pd.DataFrame:
     """Run (or resume) a sweep and return its table, one row per run."""
     lab = load_config(config_path)
+    _check_variants(spec, lab)
     out = sweep_dir(spec, out_dir, lab)
     out.mkdir(parents=True, exist_ok=True)
     (out / "spec.json").write_text(spec.model_dump_json(indent=2))
@@ -315,6 +316,17 @@ def load_results(out: str | Path) -> pd.DataFrame:
     rows = _ResultLog(Path(out) / "results.jsonl").rows()
     latest = {row["run_key"]: row for row in rows}
     return pd.DataFrame(list(latest.values()))
+
+
+def _check_variants(spec: SweepSpec, lab: LabConfig) -> None:
+    """Validate every variant's overrides before any run starts (a ConfigError names the variant)."""
+    base = lab.profile(spec.profile)
+    for variant in spec.variants:
+        try:
+            RuntimeProfile.model_validate({**base.model_dump(), **variant.overrides})
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            raise ConfigError(f"variant {variant.label!r} of sweep {spec.name!r}: {problems}") from None
 
 
 def _start_embedded_server(lab: LabConfig, choices: set[ModelChoice]) -> None:

@@ -72,7 +72,7 @@ def tracked_read(ctx: EditContext, path: str, start: int = 1, limit: int = 400) 
     directories are refused (use Glob to list a directory, Grep to find text).
 
     Args:
-        path: File path relative to the workspace root, e.g. 'src/app/main.py'.
+        path: File path relative to the workspace root, exactly as Grep or Glob printed it.
         start: 1-based number of the first line to show.
         limit: Maximum number of lines to show (1 to 2000).
     """

@@ -3,7 +3,7 @@
 ``ensure_server`` reuses a healthy server at ``server.host:server.port`` or starts one as a
 detached process (log, pid file and generated config under ``<cache_root>/server``), waiting
 for readiness. Only models whose ``base_url`` is None are served here. Run as a module
-(``python -m subagent_lab.server --config_file F``) it is llama-cpp-python's own server, except
+(``python -m subagent_lab.llama_server --config_file F``) it is llama-cpp-python's own server, except
 that every configured model stays loaded: stock 0.3.16 keeps one model at a time and reloads on
 each alias switch (~0.5-1 s, and the KV cache of the other model is lost).
 """
@@ -19,7 +19,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -29,12 +28,13 @@ from typing import Any, Literal
 import httpx
 
 from subagent_lab import weights
+from subagent_lab.llama_server import PARENT_ENV as _PARENT_ENV
 from subagent_lab.profiles import LabConfig, ServerConfig
 
 ProbeState = Literal["free", "healthy", "busy", "foreign"]
 PROBE_TIMEOUT_S = 3.0
 """How long a health probe waits for an answer (a busy server is then asked without the lock)."""
-_PARENT_ENV = "SUBAGENT_LAB_SERVER_PARENT"
+
 _STARTED: dict[int, subprocess.Popen[bytes]] = {}
 """Servers started by this process, by port (for the exit hook and for reaping)."""
 
@@ -218,7 +218,7 @@ def _handle(config: LabConfig, *, pid: int | None, started: bool) -> ServerHandl
 
 def default_command(config_path: Path) -> list[str]:
     """The server command: llama-cpp-python's server with every model kept loaded."""
-    return [sys.executable, "-m", "subagent_lab.server", "--config_file", str(config_path)]
+    return [sys.executable, "-m", "subagent_lab.llama_server", "--config_file", str(config_path)]
 
 
 def _check_llama_installed() -> None:
@@ -429,48 +429,3 @@ def server_status(config: LabConfig) -> dict[str, Any]:
         "aliases": list(served_aliases(config)),
         "managed_models": managed_models(config, strict=False),
     }
-
-
-def _serve_main() -> None:
-    """Run llama-cpp-python's server (same CLI) keeping every configured model loaded."""
-    import llama_cpp.server.__main__ as llama_main
-    import llama_cpp.server.app as llama_app
-    from llama_cpp.server.model import LlamaProxy
-
-    class ResidentLlamaProxy(LlamaProxy):
-        """Loads every model once at start; requests pick one by alias without reloading."""
-
-        def __init__(self, models: list[Any]) -> None:
-            super().__init__(models)
-            self._resident = {self._default_model_alias: self._current_model}
-            for alias, settings in self._model_settings_dict.items():
-                if alias not in self._resident:
-                    self._resident[alias] = self.load_llama_from_model_settings(settings)
-
-        def __call__(self, model: str | None = None) -> Any:
-            alias = model if model in self._resident else self._default_model_alias
-            return self._resident[alias]
-
-        def free(self) -> None:
-            for llama in self._resident.values():
-                if llama is not None:
-                    llama.close()
-            self._resident.clear()
-
-    # set_llama_proxy() looks the class up in the app module's globals at start-up.
-    llama_app.LlamaProxy = ResidentLlamaProxy  # type: ignore[misc]
-    parent = os.environ.get(_PARENT_ENV)
-    if parent:
-        threading.Thread(target=_exit_with_parent, args=(int(parent),), daemon=True).start()
-    llama_main.main()
-
-
-def _exit_with_parent(parent: int) -> None:
-    """Stop this server gracefully (SIGTERM to itself) once process ``parent`` is gone."""
-    while os.getppid() == parent:
-        time.sleep(1.0)
-    os.kill(os.getpid(), signal.SIGTERM)
-
-
-if __name__ == "__main__":
-    _serve_main()

@@ -167,7 +167,7 @@ def test_start_reuse_and_stop_lifecycle(lab: LabConfig, tmp_path: Path) -> None:
 
 ORPHAN = """
 import os, subprocess, sys, time
-code = f"from subagent_lab.server import _exit_with_parent; _exit_with_parent({os.getpid()})"
+code = f"from subagent_lab.llama_server import exit_with_parent; exit_with_parent({os.getpid()})"
 child = subprocess.Popen([sys.executable, "-c", code])
 print(child.pid, flush=True)
 time.sleep(60)

@@ -53,7 +53,8 @@ def main() -> None:
                 launcher = SubagentLauncher(config, package_root(task.package), trace_dir=traces)
                 r = launcher.launch(SubagentRequest(task=task.prompt, model=model))  # type: ignore[arg-type]
                 events = read_trace(r.trace_path)
-                tools_s = float(tool_calls_table(events).get("duration_s", []).sum() or 0.0)
+                table = tool_calls_table(events)
+                tools_s = float(table["duration_s"].sum()) if not table.empty else 0.0
                 turns.setdefault(model, []).extend(
                     e.parse_ok and (bool(e.tool_calls) or e.text.strip().startswith("{"))
                     for e in events

@@ -291,6 +291,8 @@ def grep(
         notes.append("rg output exceeded 64 MB (very long matching lines); results are incomplete")
     if not run.files:
         text = f"No matches for {pattern!r} in {scope}."
+        if path not in (".", "", "./") or glob:
+            text += " To search the whole workspace, call Grep with path '.' and no glob."
         return text + (f" [note: {'; '.join(notes)}]" if notes else "")
     return _format(run, pattern, scope, files_only, max_results, notes)
 

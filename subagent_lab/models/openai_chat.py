@@ -25,7 +25,7 @@ Look at the code with the tools before answering; answer only from what the tool
 Tools:
 """
 _RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
-_UNSUPPORTED_KEYS = {"title", "default", "maxLength", "maxItems", "pattern", "examples", "description"}
+_UNSUPPORTED_KEYS = {"title", "default", "maxLength", "maxItems", "examples", "description"}
 
 
 def _inline_refs(schema: Any, defs: dict[str, Any]) -> Any:

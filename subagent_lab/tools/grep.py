@@ -354,4 +354,11 @@ def _format(run: _Run, pattern: str, scope: str, files_only: bool, max_results: 
     footer += "]"
     if notes:
         footer += f"\n[note: {'; '.join(notes)}]"
+    first = next((h for h in run.hits if h.is_match), None)
+    if first is not None and not files_only:
+        # Small models re-run a search that already succeeded; name the obvious next step.
+        footer += (
+            f"\n[next: Read path={first.path!r} start={max(first.line - 5, 1)} to see the code, "
+            f"or answer citing {first.path}:{first.line}]"
+        )
     return "\n".join([*lines, footer])

@@ -65,17 +65,7 @@ class EditContext(Protocol):
 
 
 def tracked_read(ctx: EditContext, path: str, start: int = 1, limit: int = 400) -> str:
-    """Read a text file and return its lines numbered like `cat -n`, a window at a time.
-
-    Shows at most `limit` lines from line `start`; long lines are cut at 2000 characters and
-    large outputs stop early with the `start` value to continue from. Binary files and
-    directories are refused (use Glob to list a directory, Grep to find text).
-
-    Args:
-        path: File path relative to the workspace root, exactly as Grep or Glob printed it.
-        start: 1-based number of the first line to show.
-        limit: Maximum number of lines to show (1 to 2000).
-    """
+    # The docstring (the tool description and argument docs) is Read's own, set below.
     real = ctx.workspace.resolve(path)
     # The stamp is taken before reading: if the file changes while being read, the stamp is the
     # older one and a later Edit is refused (the safe direction).
@@ -84,6 +74,9 @@ def tracked_read(ctx: EditContext, path: str, start: int = 1, limit: int = 400) 
     if before is not None:
         ctx.stamps.record(real, before)
     return text
+
+
+tracked_read.__doc__ = read.__doc__
 
 
 def _atomic_write(path: Path, data: bytes, mode: int | None) -> None:

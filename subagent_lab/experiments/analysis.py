@@ -62,25 +62,28 @@ def budget_curve(df: pd.DataFrame, budget: str = "total_token_budget") -> pd.Dat
     ).reset_index()
 
 
+HEADLINE_COLUMNS = (
+    "task_id",
+    "model_used",
+    "variant",
+    "terminal_reason",
+    "status",
+    "steps",
+    "total_tokens",
+    "contract_valid",
+    "evidence_count",
+    "grounded_ratio",
+    "gold_recall_line",
+    "quality",
+    "elapsed_s",
+    "cache_hits",
+)
+"""The per-run columns a person reads first (the full table has ~50)."""
+
+
 def headline(df: pd.DataFrame) -> pd.DataFrame:
-    """The per-run table a person reads first (the full table has ~50 columns)."""
-    cols = [
-        "task_id",
-        "model_used",
-        "variant",
-        "terminal_reason",
-        "status",
-        "steps",
-        "total_tokens",
-        "contract_valid",
-        "evidence_count",
-        "grounded_ratio",
-        "gold_recall_line",
-        "quality",
-        "elapsed_s",
-        "cache_hits",
-    ]
-    return df[[c for c in cols if c in df.columns]]
+    """The per-run table a person reads first."""
+    return df[[c for c in HEADLINE_COLUMNS if c in df.columns]]
 
 
 def plot_terminal_reasons(df: pd.DataFrame, ax: Any = None) -> Any:

@@ -10,28 +10,12 @@ from typing import Any
 import ipywidgets as widgets
 import pandas as pd
 
+from subagent_lab.experiments.analysis import HEADLINE_COLUMNS
 from subagent_lab.widgets.run_inspector import RunInspector
 
 FILTER_COLUMNS = ("model_used", "profile", "variant", "terminal_reason", "task_id")
 """Columns offered as filters (those present in the table)."""
-TABLE_COLUMNS = (
-    "run_key",
-    "task_id",
-    "model_used",
-    "variant",
-    "terminal_reason",
-    "status",
-    "steps",
-    "total_tokens",
-    "cost_usd",
-    "contract_valid",
-    "evidence_count",
-    "grounded_ratio",
-    "gold_recall_line",
-    "quality",
-    "elapsed_s",
-    "cache_hits",
-)
+TABLE_COLUMNS = ("run_key", *HEADLINE_COLUMNS, "cost_usd")
 """Columns shown in the explorer's table (the full table has ~50)."""
 
 

@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from subagent_lab.types import ConfigError, ModelChoice
+from subagent_lab.yaml_load import read_config_text
 
 MAIN_AGENT_TOOLS: frozenset[str] = frozenset({"Read", "Grep", "Glob", "Edit", "Bash", "Task"})
 """Every tool a main agent may hold."""
@@ -31,7 +32,9 @@ class AgentProfile(BaseModel):
     """Relative to the directory of ``profiles.yaml`` (or the repository when the config has no file)."""
     tools: tuple[str, ...] = ("Read", "Grep", "Glob", "Edit", "Bash", "Task")
     max_steps: int = Field(default=20, gt=0)
-    context_token_budget: int = Field(default=16000, gt=0)
+    context_token_budget: int = Field(default=12000, gt=0)
+    """Upper bound on the prompt tokens of any single call; with the output cap it must fit in the
+    served context (16,384 on the embedded server)."""
     total_token_budget: int = Field(default=120000, gt=0)
     """Upper bound on the parent's own prompt + completion tokens, over all verification retries."""
     model: ModelChoice = "main"
@@ -78,6 +81,6 @@ class AgentProfile(BaseModel):
         candidates = [given] if given.is_absolute() else [base / given for base in bases]
         for candidate in candidates:
             if candidate.is_file():
-                return candidate.read_text(encoding="utf-8")
+                return read_config_text(candidate, what="system prompt")
         tried = ", ".join(str(c) for c in candidates)
         raise ConfigError(f"agents: system_prompt_file {self.system_prompt_file!r} not found (tried {tried})")

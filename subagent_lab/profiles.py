@@ -1,7 +1,8 @@
 """Declarative configuration: runtime profiles, model endpoints and the local server.
 
-``profiles.yaml`` is validated into frozen pydantic models (``extra="forbid"``); every error
-names the file and the field.
+``profiles.yaml`` is validated into frozen pydantic models (``extra="forbid"``); every error is a
+``ConfigError`` naming the file and, where there is one, the field. The YAML itself is read by
+``subagent_lab.yaml_load`` (size cap, UTF-8, duplicate keys and recursive aliases rejected).
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from subagent_lab.agent_profile import AgentProfile
 from subagent_lab.contracts import CONTRACTS
 from subagent_lab.types import ConfigError, ModelChoice
+from subagent_lab.yaml_load import load_yaml_file, read_config_text
 
 READONLY_TOOLS: frozenset[str] = frozenset({"Read", "Grep", "Glob"})
 FORBIDDEN_IN_SUBAGENTS: frozenset[str] = frozenset(
@@ -49,7 +50,10 @@ class ModelConfig(_Frozen):
     """Send ``response_format`` with a JSON schema (json protocol); turn off for servers without it."""
     timeout_s: float = Field(default=180.0, gt=0)
     max_retries: int = Field(default=2, ge=0, le=10)
-    context_window: int = Field(default=32768, gt=0)
+    context_window: int | None = Field(default=None, gt=0)
+    """Tokens a remote endpoint serves per request (prompt + output). When set, every profile using
+    this model must fit in it (checked at load). Ignored for the embedded server, whose limit is
+    ``served_context``."""
 
 
 class RuntimeProfile(_Frozen):
@@ -138,6 +142,9 @@ class LabConfig(_Frozen):
         for name, profile in self.profiles.items():
             if profile.name != name:
                 raise ValueError(f"profiles.{name}.name: must equal its key {name!r}")
+        problems = context_overflows(self)
+        if problems:
+            raise ValueError("\n  ".join(problems))  # one line each under the file name
         return self
 
     def profile(self, name: str) -> RuntimeProfile:
@@ -164,15 +171,61 @@ class LabConfig(_Frozen):
         return (base / self.trace_dir).resolve()
 
 
+SERVED_CONTEXT_FIELD = "server.n_ctx"
+"""The configuration field(s) ``served_context`` reads, for error messages."""
+
+
+def served_context(config: LabConfig) -> int:
+    """Tokens one request may occupy (prompt + output) on the embedded server."""
+    return config.server.n_ctx
+
+
+def context_overflows(config: LabConfig) -> list[str]:
+    """Profiles and agents whose largest call (context budget + output cap) exceeds what is served.
+
+    For embedded models (``base_url`` None) the limit is ``served_context``; for a remote endpoint
+    its ``context_window`` when set. Such a call would fail as a model error instead of compacting.
+    """
+    holders: list[tuple[str, RuntimeProfile | AgentProfile]] = [
+        *((f"profiles.{name}", p) for name, p in config.profiles.items()),
+        *((f"agents.{name}", a) for name, a in config.agents.items()),
+    ]
+    problems = []
+    for where, holder in holders:
+        used, model, _ = config.resolve_model(holder.model)
+        if model.base_url is None:
+            limit, limit_name = served_context(config), SERVED_CONTEXT_FIELD
+        elif model.context_window is not None:
+            limit, limit_name = model.context_window, f"models.{used}.context_window"
+        else:
+            continue
+        output = holder.max_output_tokens or model.max_output_tokens
+        output_name = (
+            f"{where}.max_output_tokens" if holder.max_output_tokens else f"models.{used}.max_output_tokens"
+        )
+        if holder.context_token_budget + output > limit:
+            problems.append(
+                f"{where}.context_token_budget: {holder.context_token_budget} + {output_name} {output} "
+                f"= {holder.context_token_budget + output} exceeds the served context {limit} "
+                f"({limit_name}); lower the budget or raise the limit"
+            )
+    return problems
+
+
 def _apply_env_overrides(raw: dict[str, Any], env: Mapping[str, str]) -> None:
     models = raw.setdefault("models", {}) or {}
+    if not isinstance(models, dict):
+        return  # a wrong shape: validation reports it with the field
     raw["models"] = models
     for choice, prefix in (("main", "LLM_"), ("light", "LIGHT_LLM_")):
         base, model_id = env.get(f"{prefix}BASE_URL"), env.get(f"{prefix}MODEL_ID")
         key_set = f"{prefix}API_KEY" in env
         if not (base or model_id or key_set):
             continue
-        entry = dict(models.get(choice) or {})
+        given = models.get(choice)
+        if given is not None and not isinstance(given, dict):
+            continue  # validation reports models.<choice> as not a mapping
+        entry = dict(given or {})
         if base:
             entry["base_url"] = base
         if model_id:
@@ -186,38 +239,36 @@ def _format_validation(path: Path, exc: ValidationError) -> str:
     lines = [f"{path}: invalid configuration"]
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"])
-        lines.append(f"  {loc or '(root)'}: {err['msg']}")
+        msg = err["msg"].removeprefix("Value error, ")
+        lines.append(f"  {loc}: {msg}" if loc else f"  {msg}")  # root messages name their field
     return "\n".join(lines)
 
 
 def _load_prompt_files(raw: dict[str, Any], base: Path, path: Path) -> None:
-    for name, prof in (raw.get("profiles") or {}).items():
-        if isinstance(prof, dict) and "system_prompt_file" in prof:
-            prompt_path = base / str(prof.pop("system_prompt_file"))
+    profiles = raw.get("profiles")
+    if not isinstance(profiles, dict):
+        return  # a wrong shape: validation reports it with the field
+    for name, prof in profiles.items():
+        if not isinstance(prof, dict):
+            continue
+        if "system_prompt_file" in prof:
+            where = f"{path}: profiles.{name}.system_prompt_file"
+            given = prof.pop("system_prompt_file")
+            if not isinstance(given, str) or not given:
+                raise ConfigError(f"{where}: must be a file name, got {given!r}")
             try:
-                prof.setdefault("system_prompt", prompt_path.read_text(encoding="utf-8"))
-            except OSError as exc:
-                raise ConfigError(
-                    f"{path}: profiles.{name}.system_prompt_file: cannot read {prompt_path}: {exc.strerror}"
-                ) from None
-        if isinstance(prof, dict):
-            prof.setdefault("name", name)
+                text = read_config_text(base / given, what="system prompt")
+            except ConfigError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
+            prof.setdefault("system_prompt", text)
+        prof.setdefault("name", name)
 
 
 def load_config(path: str | Path | None = None, *, env: Mapping[str, str] | None = None) -> LabConfig:
     """Load and validate ``profiles.yaml`` (default: ``$SUBAGENT_LAB_CONFIG`` or the repo's file)."""
     env = os.environ if env is None else env
     path = Path(path or env.get("SUBAGENT_LAB_CONFIG") or default_config_path()).resolve()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read configuration: {exc.strerror}") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"{path}:{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    raw = load_yaml_file(path)
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be a mapping with 'models' and 'profiles'")
     _load_prompt_files(raw, path.parent, path)

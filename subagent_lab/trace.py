@@ -1,14 +1,12 @@
 """Append-only JSONL traces of typed, versioned events, flushed per event.
 
 One file per run. A crash leaves a valid JSONL prefix; ``read_trace`` tolerates a torn last line.
-Secrets (API keys, bearer tokens, the values of configured key variables) are redacted on write.
+Secrets are redacted on write by ``subagent_lab.redact.Redactor`` (re-exported here).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import re
 import threading
 import time
 import uuid
@@ -18,6 +16,7 @@ from typing import IO, Annotated, Any, Literal
 from pydantic import BaseModel, Field, TypeAdapter
 from pydantic_core import PydanticSerializationError
 
+from subagent_lab.redact import Redactor as Redactor  # re-exported: one redactor for everything
 from subagent_lab.types import TerminalReason, Usage
 
 SCHEMA_VERSION = 1
@@ -179,37 +178,10 @@ Event = Annotated[
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
-_SECRET_PATTERNS = [
-    re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}"),
-    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/\-]{8,}=*"),
-    re.compile(r"\b(?:ghp|gho|ghs|github_pat|xox[abp]|AKIA)[A-Za-z0-9_\-]{12,}"),
-]
-_SECRET_ENV_RE = re.compile(r"(?i)(api_?key|token|secret|password)")
-
 
 def new_id(prefix: str) -> str:
     """A collision-free id (uuid4), readable prefix first."""
     return f"{prefix}-{uuid.uuid4().hex[:16]}"
-
-
-class Redactor:
-    """Masks secrets in every string written to a trace."""
-
-    def __init__(self, extra_values: list[str] | None = None) -> None:
-        values = [v for k, v in os.environ.items() if _SECRET_ENV_RE.search(k) and len(v) >= 8]
-        values += [v for v in extra_values or [] if len(v) >= 8]
-        # Redaction runs on JSON text: a value with quotes, backslashes or control characters is
-        # written escaped, so its escaped forms are looked for as well.
-        forms = {f for v in values for f in (v, json.dumps(v)[1:-1], json.dumps(v, ensure_ascii=False)[1:-1])}
-        self._values = sorted(forms, key=len, reverse=True)
-
-    def __call__(self, text: str) -> str:
-        for value in self._values:
-            if value in text:
-                text = text.replace(value, "[REDACTED]")
-        for pattern in _SECRET_PATTERNS:
-            text = pattern.sub("[REDACTED]", text)
-        return text
 
 
 def _scrub(value: Any) -> Any:

@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from subagent_lab.secret_policy import is_secret_file
+
 EVIDENCE_RE = re.compile(r"^(?P<path>[^\s:][^:]*?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
 """``path:line`` or ``path:start-end``, with a workspace-relative path."""
 
@@ -177,6 +179,8 @@ def ground_evidence(items: list[str], root: Path) -> list[EvidenceCheck]:
             continue
         if not candidate.is_relative_to(root):
             check.reason = "outside the workspace"
+        elif is_secret_file(root, rel, candidate):  # Read's policy: never confirm a secret's lines
+            check.reason = "a secret file (not readable)"
         elif not candidate.is_file():
             check.reason = "no such file"
         elif start < 1 or end < start:

@@ -30,9 +30,9 @@ MIN_SECRET_CHARS = 8
 """Shorter values are not masked: replacing every "true" or "1234" would garble traces."""
 
 SECRET_ENV_NAME = re.compile(
-    r"(?i)(api_?key|(^|_)(keys?|auth|pwd)($|_)|token|secret|passw|credential)"
+    r"(?i)(api_?key|(^|_)(keys?|auth)($|_)|_pwd$|token|secret|passw|credential)"
 )  # fmt: skip
-"""Environment variable names whose values are secret (``KEYBOARD`` or ``AUTHOR`` are not)."""
+"""Environment variable names whose values are secret (``KEYBOARD``, ``AUTHOR`` or ``PWD`` are not)."""
 
 _BODY = r"(?:[A-Za-z0-9+/=:,_ \t.-]|\\[nrt]|\r|\n)"
 # The body may hold escaped newlines (JSON text) but never ends inside an escape sequence, so a

@@ -4,14 +4,15 @@
 ``ToolDeniedError``: absolute paths elsewhere, ``..`` escapes, symlinks (anywhere in the chain)
 that leave the root, symlink loops, ``/proc``, NUL bytes, device files, FIFOs, sockets and
 secret files are refused. ``is_secret`` and ``is_ignored`` let the search tools filter what they
-enumerate (secret names, default ignored directories, ``.gitignore`` rules).
+enumerate (secret names, default ignored directories, ``.gitignore`` rules);
+``hidden_from_search`` is the whole filter for one search hit.
+
+The secret policy (names and content) lives in ``subagent_lab.secret_policy``.
 """
 
 from __future__ import annotations
 
 import errno
-import fnmatch
-import functools
 import os
 import re
 import stat
@@ -20,7 +21,20 @@ from pathlib import Path, PurePosixPath
 
 import pathspec
 
+# Re-exported: the search tools and older callers import the policy from here.
+from subagent_lab.secret_policy import (
+    SECRET_DIRS,
+    SECRET_NAME_GLOBS,
+    holds_private_key,
+    is_secret_file,
+    is_secret_name,
+)
 from subagent_lab.tools.base import ToolDeniedError, ToolError
+
+__all__ = [
+    "DEFAULT_IGNORED_DIRS", "SECRET_DIRS", "SECRET_NAME_GLOBS", "Workspace", "holds_private_key",
+    "is_secret_file", "is_secret_name",
+]  # fmt: skip
 
 DEFAULT_IGNORED_DIRS: frozenset[str] = frozenset(
     {
@@ -30,18 +44,6 @@ DEFAULT_IGNORED_DIRS: frozenset[str] = frozenset(
     }
 )  # fmt: skip
 """Directory names skipped by Grep and Glob (Read may still open files inside them)."""
-
-SECRET_DIRS: frozenset[str] = frozenset({".ssh", ".aws", ".gnupg", ".azure", ".kube", ".docker"})
-"""Directories whose whole content counts as secret."""
-
-SECRET_NAME_GLOBS: tuple[str, ...] = (
-    ".env", ".env.*", ".env_*", ".env-*", ".envrc", "*.env", "*.pem", "*.key", "*.p12", "*.pfx",
-    "*.jks", "*.keystore", "*.kdbx", "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", ".netrc", "_netrc",
-    ".pgpass",
-    ".npmrc", ".pypirc", ".git-credentials", ".htpasswd", ".dockercfg", "credentials*",
-    "*.tfstate", "*.tfstate.*",
-)  # fmt: skip
-"""File-name patterns (matched case-insensitively on the last component) that count as secret."""
 
 
 IGNORE_COST_CHEAP = 7
@@ -66,12 +68,6 @@ def _ignore_cost(line: str) -> int:
     for segment in segments:
         cost += 4 if segment == "**" else 3 * len(re.findall(r"\*+", segment))
     return cost
-
-
-@functools.lru_cache(maxsize=1)
-def _secret_name_regex() -> re.Pattern[str]:
-    # One alternation instead of a loop over fnmatch calls: Glob checks every entry it walks.
-    return re.compile("|".join(fnmatch.translate(p) for p in SECRET_NAME_GLOBS))
 
 
 def _parts(rel: str) -> list[str]:
@@ -104,6 +100,7 @@ class Workspace:
         self._specs: dict[str, pathspec.PathSpec | None] = {}
         self._lock = threading.Lock()  # tools may run on threads; the spec cache is shared
         self._costly_ignore_lines = 0
+        self._key_files: dict[tuple[int, int, int, int], bool] = {}  # stat signature -> holds a key
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r}, allow_secrets={self.allow_secrets})"
@@ -179,6 +176,8 @@ class Workspace:
                 else "not a regular file"
             )  # fmt: skip
             raise ToolDeniedError(f"'{path}' is {kind}; only regular files and directories can be read")
+        if stat.S_ISREG(mode) and self.is_secret_content(real):
+            raise ToolDeniedError(f"'{path}' holds a private key and is not readable")
         return Path(real)
 
     @staticmethod
@@ -207,14 +206,32 @@ class Workspace:
 
     def is_secret(self, rel: str) -> bool:
         """Whether a workspace-relative path names a secret file or lies in a secret directory."""
+        return not self.allow_secrets and is_secret_name(rel)
+
+    def is_secret_content(self, path: str | Path) -> bool:
+        """Whether the regular file at ``path`` (workspace-relative or absolute) holds a private key."""
         if self.allow_secrets:
             return False
-        parts = _parts(rel)
-        if not parts:
+        full = os.path.join(self._root_real, path)
+        try:
+            info = os.lstat(full)
+        except OSError:
             return False
-        if any(part.lower() in SECRET_DIRS for part in parts):
-            return True
-        return _secret_name_regex().match(parts[-1].lower()) is not None
+        if not stat.S_ISREG(info.st_mode):
+            return False
+        signature = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+        with self._lock:
+            known = self._key_files.get(signature)
+        if known is None:
+            known = holds_private_key(full)
+            with self._lock:
+                self._key_files[signature] = known
+        return known
+
+    def hidden_from_search(self, rel: str) -> bool:
+        """Whether a search hit at ``rel`` must not be shown: a secret (name or content) or an
+        ignored path (a caller's glob makes rg search .gitignored files; they stay hidden)."""
+        return self.is_secret(rel) or self.is_ignored(rel) or self.is_secret_content(rel)
 
     def is_ignored(self, rel: str, *, is_dir: bool = False, parents_checked: bool = False) -> bool:
         """Whether Grep/Glob should skip the path: a default ignored directory or a gitignore match.

@@ -173,7 +173,7 @@ def _consume(ws: Workspace, run: _Run, line: bytes, max_results: int, files_only
         return False
     data = message["data"]
     path = _normalise(_text(data["path"]))
-    if ws.is_secret(path):  # rg already excludes these; this is a second line of defence
+    if ws.hidden_from_search(path):  # secret names/content; ignored files a caller's glob re-included
         return False
     if kind == "match":
         run.matches += 1

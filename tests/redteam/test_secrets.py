@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,11 +22,17 @@ import yaml
 from conftest import REPO, LauncherFactory
 
 from redteam.support import GOOD, FakeOpenAI, Reply, act, ok
+from subagent_lab.contracts import ground_evidence
 from subagent_lab.experiments.sweep import SweepSpec, run_sweep, sweep_dir
 from subagent_lab.launcher import SubagentLauncher, SubagentRequest
 from subagent_lab.models.scripted import final
 from subagent_lab.profiles import LabConfig, ModelConfig
-from subagent_lab.trace import read_trace
+from subagent_lab.sandbox import Workspace
+from subagent_lab.tools.base import ToolDeniedError
+from subagent_lab.tools.glob import glob
+from subagent_lab.tools.grep import grep
+from subagent_lab.tools.read import read
+from subagent_lab.trace import Redactor, read_trace
 from subagent_lab.types import ModelResponse, ToolCall
 
 
@@ -176,3 +183,121 @@ def test_secret_files_are_refused_and_file_keys_are_masked(
     # ...and the shapeless secret is only in the observation the model saw
     holders = [e.kind for e in read_trace(result.trace_path) if shapeless in e.model_dump_json()]
     assert holders == ["tool_finished"]
+
+
+# --- issue 11: backup copies, credential stores, private keys by content, grounding, redaction ----
+
+_PEM = (
+    "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ{tok}\n"
+    "-----END OPENSSH PRIVATE KEY-----\n"
+)
+
+
+def _text(tool: Callable[..., object], *args: object, **kwargs: object) -> str:
+    """A tool's observation text (tools return plain text or an Observation with ``.text``)."""
+    out = tool(*args, **kwargs)
+    return out if isinstance(out, str) else str(getattr(out, "text"))  # noqa: B009
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [".env~", "#.env#", ".env.bak", "config/.env.orig", "deploy/server.pem~", "id_rsa.old",
+     ".server.pem.swp", "credentials.json.orig", ".vault-token", ".config/gh/hosts.yml",
+     ".config/gcloud/application_default_credentials.json", ".config/gcloud/credentials.db",
+     ".aws/credentials", ".azure/accessTokens.json", ".s3cfg", ".boto", ".my.cnf", ".pgpass",
+     "keys/deploy.ppk", ".kube/config", "kubeconfig", "ops/prod.kubeconfig"],
+)  # fmt: skip
+def test_backup_copies_and_credential_stores_are_secret(workspace: Path, rel: str) -> None:
+    token = f"FILETOKEN{_hex()}"
+    (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
+    (workspace / rel).write_text(f"token={token}\n")
+    ws = Workspace(workspace)
+    with pytest.raises(ToolDeniedError):
+        _text(read, ws, rel)
+    assert token not in _text(grep, ws, "token=") + _text(grep, ws, "token=", glob="*")
+    assert rel not in _text(glob, ws, "**/*", max_results=1000)
+    assert not ground_evidence([f"{rel}:1"], workspace)[0].grounded
+
+
+def test_ordinary_backups_stay_readable(workspace: Path) -> None:
+    """Only the copies of secret names are secret: an ordinary *.bak or *.orig is not."""
+    (workspace / "settings.py.bak").write_text("DEBUG = True\n")
+    (workspace / "app" / "auth.py.orig").write_text("def login(): ...\n")
+    ws = Workspace(workspace)
+    assert "DEBUG = True" in _text(read, ws, "settings.py.bak")
+    assert "app/auth.py.orig" in _text(grep, ws, "def login", files_only=True)
+
+
+def test_a_private_key_is_secret_whatever_its_name(workspace: Path) -> None:
+    token = _hex()
+    (workspace / "docs").mkdir()
+    (workspace / "docs" / "notes.md").write_text(f"# setup\nmarker {token}\n" + _PEM.format(tok=token))
+    (workspace / "app" / "fixture.txt").write_text("x" * 3_000_000 + _PEM.format(tok=token))  # past 1 MB
+    (workspace / "app" / "ok.txt").write_text(f"marker {token}\n")
+    ws = Workspace(workspace)
+    for rel in ("docs/notes.md", "app/fixture.txt"):
+        with pytest.raises(ToolDeniedError, match="private key"):
+            _text(read, ws, rel)
+        with pytest.raises(ToolDeniedError):
+            _text(grep, ws, "marker", path=rel)
+        assert not ground_evidence([f"{rel}:1"], workspace)[0].grounded
+    hits = _text(grep, ws, f"marker|{token}|PRIVATE")
+    assert "app/ok.txt" in hits and "docs/notes.md" not in hits and "fixture.txt" not in hits
+    assert ground_evidence(["app/ok.txt:1"], workspace)[0].grounded
+
+
+def test_grep_glob_does_not_reinclude_gitignored_files(workspace: Path) -> None:
+    (workspace / ".gitignore").write_text("private/\n*.log\n")
+    (workspace / "private").mkdir()
+    (workspace / "private" / "notes.txt").write_text("needle in private\n")
+    (workspace / "debug.log").write_text("needle in a log\n")
+    (workspace / "app" / "needle.py").write_text("needle = 1\n")
+    ws = Workspace(workspace)
+    for pattern in ("*.txt", "*.log", "private/**", "**/*", "*"):
+        out = _text(grep, ws, "needle", glob=pattern)
+        assert "private/notes.txt" not in out and "debug.log" not in out, (pattern, out)
+    assert "app/needle.py" in _text(grep, ws, "needle", glob="*.py")
+
+
+@pytest.mark.parametrize(
+    "secret",
+    ["sk_live_" + "a1B2c3D4e5F6g7H8i9J0", "AIza" + "SyA-1234567890abcdefghijklmnopqrstu",
+     "glpat-" + "x1y2z3" * 4, "hf_" + "abcdEFGHijklMNOPqrstUVWX", "npm_" + "abcdEFGHijklMNOPqrstUVWX1234",
+     "ghp_" + "A" * 36, "xoxb-" + "1234-5678-abcdefgh", "sk-proj-" + "Zx9" * 8,
+     "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N"],
+)  # fmt: skip
+def test_token_shapes_are_redacted_in_plain_and_json_text(secret: str) -> None:
+    redact = Redactor()
+    assert secret not in redact(f"the key is {secret}, keep it safe")
+    encoded = json.dumps({"text": f"x={secret}\n"})
+    assert secret not in redact(encoded) and json.loads(redact(encoded))["text"].startswith("x=")
+
+
+def test_private_key_blocks_and_secret_named_variables_are_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
+    values = {
+        "STRIPE_KEY": f"stripe{_hex()}",
+        "DB_PASSWD": f"pw{_hex()}",
+        "GCP_CREDENTIALS": f"cred{_hex()}",
+        "PROXY_AUTH": f"auth{_hex()}",
+        "VAULT_TOKEN": f"hvs.{_hex()}",
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("KEYBOARD_LAYOUT", "us-international")  # not a secret name
+    token = _hex()
+    text = f"before\n{_PEM.format(tok=token)}after {' '.join(values.values())} us-international"
+    redact = Redactor()
+    for form in (text, json.dumps(text)):
+        out = redact(form)
+        assert token not in out and "PRIVATE KEY" not in out and "before" in out and "after" in out
+        assert not [v for v in values.values() if v in out] and "us-international" in out
+    cut = redact(json.dumps("-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA" + token))  # output cut short
+    assert token not in cut and json.loads(cut) == "[REDACTED]"
+
+
+def test_for_config_knows_every_configured_key(monkeypatch: pytest.MonkeyPatch, config: LabConfig) -> None:
+    value = f"shapeless{_hex()}"
+    monkeypatch.setenv("LAB_GATEWAY", value)  # a name no pattern knows
+    model = ModelConfig(base_url="http://127.0.0.1:9/v1", model="m", api_key_env="LAB_GATEWAY")
+    cfg = config.model_copy(update={"models": {"main": model, "light": None}})
+    assert value in Redactor()(f"k={value}") and value not in Redactor.for_config(cfg)(f"k={value}")

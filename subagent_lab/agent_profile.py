@@ -44,13 +44,22 @@ class AgentProfile(BaseModel):
     max_tool_calls_per_step: int = Field(default=4, gt=0)
     max_parallel_tools: int = Field(default=4, gt=0)
     """How many tool calls of one turn (e.g. Task calls) run at once."""
-    loop_repeat_limit: int = Field(default=3, ge=2)
+    max_stale_turns: int = Field(default=3, ge=1)
+    """Consecutive turns without a new observation that end the run as ``loop_detected``."""
+    action_max_tokens: int = Field(default=400, ge=16)
+    """Output cap of an action call (a parent's Edit or Task call may be long)."""
+    arg_max_chars: int = Field(default=4000, ge=8)
     grace_turn: bool = True
+    min_tool_calls: int = Field(default=0, ge=0)
+    """Executed tool calls required before a final answer is accepted (0: the parent may answer at once)."""
     children_token_cap: int | None = Field(default=None, gt=0)
     """Total tokens all Task children together may spend; None: only each child's own budget."""
     verify: bool = False
     """Check a proposed final answer with the ``verification`` profile before accepting it."""
     max_verification_retries: int = Field(default=2, ge=0, le=10)
+    accept_unverified: bool = False
+    """Let an UNVERIFIED verdict (the verification child gave no verdict, or gave it only in a grace
+    turn after a limit) pass the gate. Off by default: an unchecked claim is not a verified one."""
     bash_timeout_s: int = Field(default=60, gt=0, le=3600)
     """Upper bound on one Bash command's wall-clock time."""
     ask_policy: Literal["allow", "deny"] = "deny"

@@ -1,17 +1,26 @@
-"""The launcher: starts a child in the sandbox its profile defines and returns one result value."""
+"""The launcher: starts a child in the sandbox its profile defines and returns one result value.
+
+``launch`` raises only for caller mistakes (an unknown profile, bad overrides). Everything that
+can go wrong at run time, a workspace that vanished, a trace directory that is a file, a harness
+bug, ends as a failed ``SubagentResult`` whose ``terminal_reason`` and ``detail`` say what.
+"""
 
 from __future__ import annotations
 
-import json
+import contextlib
+import dataclasses
 import os
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from subagent_lab.agent_profile import AgentProfile
+from subagent_lab.launch_io import GuardedTrace, render_task, workspace_overview
 from subagent_lab.loop import LoopDeps, LoopOutcome, LoopSpec, run_loop
 from subagent_lab.models.base import Model
 from subagent_lab.permissions import PermissionGate
@@ -21,6 +30,11 @@ from subagent_lab.tools.readonly import build_tools
 from subagent_lab.trace import Redactor, RunEnded, RunStarted, SubagentEvent, TraceWriter, new_id, to_json
 from subagent_lab.types import ConfigError, Message, ModelChoice, RunStatus, TerminalReason, Usage
 
+__all__ = [  # workspace_overview and render_task live in launch_io; imported from here by callers
+    "ModelFactory", "ParentLink", "SubagentLauncher", "SubagentRequest", "SubagentResult", "cost_usd",
+    "default_model_factory", "loop_spec", "render_task", "workspace_overview",
+]  # fmt: skip
+
 ModelFactory = Callable[[ModelChoice, ModelConfig], Model]
 
 
@@ -29,12 +43,17 @@ class SubagentRequest(BaseModel):
 
     task: str = Field(min_length=1)
     profile: str = "explore"
-    context: dict[str, Any] | None = None
-    """Structured context from the parent (earlier findings, file hints), rendered into the prompt."""
+    context: dict[Any, Any] | None = None
+    """Structured context from the parent (earlier findings, file hints), rendered into the prompt
+    as JSON; keys and values that JSON cannot hold are rendered as text."""
     model: ModelChoice | None = None
     """Overrides the profile's model choice."""
     overrides: dict[str, Any] = Field(default_factory=dict)
     """Profile field overrides (e.g. ``max_steps``), validated like the YAML."""
+    seed: int | None = None
+    """Replaces the model's sampling seed for this run (independent sweep repeats); None keeps it."""
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    """Replaces the model's temperature for this run; None keeps the model's."""
 
 
 class ParentLink(BaseModel):
@@ -70,7 +89,13 @@ class SubagentResult(BaseModel):
     elapsed_s: float = 0.0
     model_time_s: float = 0.0
     cost_usd: float = 0.0
+    seed: int | None = None
+    """The sampling seed every model call of the run was sent with."""
+    temperature: float = 0.0
+    """The sampling temperature every model call of the run was sent with."""
     trace_path: str
+    trace_error: str | None = None
+    """Why the trace is missing or incomplete; None when every event was written."""
 
     @property
     def summary(self) -> str:
@@ -82,50 +107,38 @@ class SubagentResult(BaseModel):
         return f"Sub-agent ended without a result ({self.terminal_reason}): {self.detail[:300]}"
 
 
-def loop_spec(profile: RuntimeProfile, model: ModelConfig) -> LoopSpec:
-    """The loop limits a profile and its model imply."""
-    return LoopSpec(
-        max_steps=profile.max_steps,
-        context_token_budget=profile.context_token_budget,
-        total_token_budget=profile.total_token_budget,
-        timeout_s=profile.timeout_s,
-        contract=profile.contract,
-        max_output_tokens=profile.max_output_tokens or model.max_output_tokens,
-        max_repairs=profile.max_contract_repairs,
-        require_grounded=profile.require_grounded_evidence,
-        max_tool_calls_per_step=profile.max_tool_calls_per_step,
-        loop_repeat_limit=profile.loop_repeat_limit,
-        grace_turn=profile.grace_turn,
-        min_tool_calls=profile.min_tool_calls,
-        temperature=model.temperature,
-        seed=model.seed,
-    )
+_RENAMED: dict[str, str] = {
+    "max_repairs": "max_contract_repairs",
+    "require_grounded": "require_grounded_evidence",
+}
+"""LoopSpec field -> the child profile's name for it (a parent profile uses the LoopSpec name)."""
 
 
-def workspace_overview(workspace: Workspace, limit: int = 40) -> str:
-    """The workspace's top-level entries (ignored and secret ones left out), directories marked.
+def loop_spec(
+    profile: RuntimeProfile | AgentProfile,
+    model: ModelConfig,
+    *,
+    seed: int | None = None,
+    temperature: float | None = None,
+) -> LoopSpec:
+    """The loop limits a profile (a child's or a parent's) and its model imply: the one spec builder.
 
-    Small models otherwise guess paths like ``src/app/main.py``; one line of layout grounds them.
+    Every ``LoopSpec`` field the profile holds (by the same name, or its name in ``_RENAMED``) is
+    taken from the profile, so a field added to both can never be dropped for one kind of agent.
+    The output cap falls back to the model's; ``seed`` and ``temperature`` replace the model's
+    when given (a sweep's independent repeats). A parent has no contract.
     """
-    entries = []
-    for path in sorted(workspace.root.iterdir(), key=lambda p: p.name):
-        is_dir = path.is_dir() and not path.is_symlink()
-        if workspace.is_secret(path.name) or workspace.is_ignored(path.name, is_dir=is_dir):
-            continue
-        entries.append(path.name + ("/" if is_dir else ""))
-    more = f" ... ({len(entries) - limit} more)" if len(entries) > limit else ""
-    return "Workspace top level: " + (", ".join(entries[:limit]) or "(empty)") + more
-
-
-def render_task(request: SubagentRequest, overview: str | None = None) -> str:
-    """The child's first user message: the task, the parent's structured context, the layout."""
-    parts = [request.task.strip()]
-    if request.context:
-        context = json.dumps(request.context, indent=2, sort_keys=True, ensure_ascii=False, default=str)
-        parts.append(f"Context from the parent agent (JSON):\n{context}")
-    if overview:
-        parts.append(overview)
-    return "\n\n".join(parts)
+    held = type(profile).model_fields
+    values: dict[str, Any] = {"contract": None}
+    for f in dataclasses.fields(LoopSpec):
+        for name in (f.name, _RENAMED.get(f.name, f.name)):
+            if name in held:
+                values[f.name] = getattr(profile, name)
+                break
+    values["max_output_tokens"] = profile.max_output_tokens or model.max_output_tokens
+    values["temperature"] = model.temperature if temperature is None else temperature
+    values["seed"] = model.seed if seed is None else seed
+    return LoopSpec(**values)
 
 
 def cost_usd(usage: Usage, model: ModelConfig) -> float:
@@ -207,21 +220,88 @@ class SubagentLauncher:
             return self._models[choice]
 
     def launch(self, request: SubagentRequest, *, cancel: threading.Event | None = None) -> SubagentResult:
-        """Run one child to its end. Raises only for caller mistakes (unknown profile, bad overrides)."""
+        """Run one child to its end and return its result.
+
+        Raises only for caller mistakes (ConfigError: unknown profile, bad overrides). A runtime
+        problem is a failed result: a missing or unreadable workspace or a trace that cannot be
+        opened (``crashed``, nothing run), a model that cannot be set up (``model_error``), a
+        trace that fails mid-run (the run's own outcome, with ``trace_error`` set).
+        """
         profile = self.resolve_profile(request)
         choice: ModelChoice = request.model or profile.model
         used, model_cfg, fallback = self.config.resolve_model(choice)
+        spec = loop_spec(profile, model_cfg, seed=request.seed, temperature=request.temperature)
         run_id = new_id("run")
         trace_path = self.trace_dir / self.session_id / f"{profile.name}-{run_id}.jsonl"
         redactor = self._redactor()
-        trace = TraceWriter(trace_path, run_id, redactor=redactor)
         link: dict[str, Any] = {"run_id": run_id, "session_id": self.session_id, "profile": profile.name}
         self._parent_event("subagent_requested", request, run_id, trace_path, model_choice=choice)
         started = time.monotonic()
-        system_prompt, task = profile.system_prompt, render_task(request, workspace_overview(self.workspace))
+        trace_error: str | None = None
+        try:
+            trace = GuardedTrace(trace_path, run_id, redactor=redactor)
+        except OSError as exc:  # a file where the directory should be, no permission, a full disk
+            trace_error = f"cannot write the trace {trace_path}: {type(exc).__name__}: {exc}"
+            outcome = _failed("crashed", f"{trace_error}; the child was not started", started)
+        else:
+            try:
+                models = (choice, used, model_cfg, fallback)
+                outcome = self._run(request, profile, spec, models, trace, cancel)
+            except Exception as exc:  # a harness bug outside the loop: recorded, never raised
+                detail = "".join(traceback.format_exception(exc))[-4000:]
+                outcome = _failed("crashed", detail, started)
+                if not trace.ended:
+                    trace.emit(RunEnded(run_id=run_id, step=outcome.steps, **_ended(outcome)))
+            finally:
+                trace.close()
+            trace_error = trace.error
+        if trace_error is not None and outcome.terminal_reason != "crashed":
+            detail = f"{outcome.detail} [trace incomplete: {trace_error}]"
+            outcome = outcome.model_copy(update={"detail": detail})
+        result = SubagentResult(
+            **link,
+            **outcome.model_dump(),
+            model_choice=choice,
+            model_used=used,
+            model_id=model_cfg.model,
+            fallback=fallback,
+            cost_usd=cost_usd(outcome.usage, model_cfg),
+            seed=spec.seed,
+            temperature=spec.temperature,
+            trace_path=str(trace_path),
+            trace_error=trace_error,
+        )
+        # The result goes to the parent's model, to sweep tables and to logs: no keys in it either
+        # (an endpoint may echo the Authorization header in an error that becomes the detail).
+        result = SubagentResult.model_validate_json(redactor(to_json(result)))
+        kind = "subagent_failed" if result.status == "failed" else "subagent_completed"
+        self._parent_event(kind, request, run_id, trace_path, result=result)
+        return result
+
+    def _run(
+        self,
+        request: SubagentRequest,
+        profile: RuntimeProfile,
+        spec: LoopSpec,
+        models: tuple[ModelChoice, ModelChoice, ModelConfig, bool],
+        trace: GuardedTrace,
+        cancel: threading.Event | None,
+    ) -> LoopOutcome:
+        """Start the trace, check the workspace, set up the model, run the loop."""
+        choice, used, model_cfg, fallback = models
+        started = time.monotonic()
+        try:
+            overview: str | None = workspace_overview(self.workspace)
+            problem = None
+        except OSError as exc:  # removed or made unreadable since the launcher was created
+            overview = None
+            problem = f"workspace {self.workspace.root} is unavailable: {type(exc).__name__}: {exc}"
+        system_prompt, task = profile.system_prompt, render_task(request.task, request.context, overview)
         trace.emit(
             RunStarted(
-                **link,
+                run_id=trace.run_id,
+                session_id=self.session_id,
+                profile=profile.name,
                 parent_run_id=self.parent.run_id if self.parent else None,
                 parent_session_id=self.parent.session_id if self.parent else None,
                 parent_trace=self.parent.trace_path if self.parent else None,
@@ -244,60 +324,29 @@ class SubagentLauncher:
             )
         )
         self._parent_event(
-            "subagent_started", request, run_id, trace_path, model_choice=choice, model_used=used
+            "subagent_started", request, trace.run_id, trace.path, model_choice=choice, model_used=used
         )
+        if problem is not None:
+            outcome = _failed("crashed", f"{problem}; the child was not started", started)
+            trace.emit(RunEnded(run_id=trace.run_id, step=0, **_ended(outcome)))
+            return outcome
         try:
             model = self._model(used, model_cfg)
         except Exception as exc:  # the endpoint could not be set up: a model error, not a crash
-            outcome = LoopOutcome(
-                terminal_reason="model_error",
-                status="failed",
-                detail=f"model setup failed: {exc}",
-                elapsed_s=time.monotonic() - started,
-            )
-            trace.emit(
-                RunEnded(
-                    run_id=run_id,
-                    terminal_reason="model_error",
-                    status="failed",
-                    detail=outcome.detail,
-                    usage=Usage(),
-                    steps=0,
-                    model_calls=0,
-                    elapsed_s=outcome.elapsed_s,
-                    model_time_s=0.0,
-                )
-            )
-        else:
-            deps = LoopDeps(
-                model=model,
-                tools=build_tools(profile.tools),
-                gate=PermissionGate(mode="readonly_subagent", allowlist=frozenset(profile.tools)),
-                tool_context=self.workspace,
-                workspace_root=self.workspace.root,
-                trace=trace,
-                cancel=cancel,
-            )
-            messages = [Message(role="system", content=system_prompt), Message(role="user", content=task)]
-            outcome = run_loop(loop_spec(profile, model_cfg), deps, messages)
-        finally:
-            trace.close()
-        result = SubagentResult(
-            **link,
-            **outcome.model_dump(),
-            model_choice=choice,
-            model_used=used,
-            model_id=model_cfg.model,
-            fallback=fallback,
-            cost_usd=cost_usd(outcome.usage, model_cfg),
-            trace_path=str(trace_path),
+            outcome = _failed("model_error", f"model setup failed: {exc}", started)
+            trace.emit(RunEnded(run_id=trace.run_id, step=0, **_ended(outcome)))
+            return outcome
+        deps = LoopDeps(
+            model=model,
+            tools=build_tools(profile.tools),
+            gate=PermissionGate(mode="readonly_subagent", allowlist=frozenset(profile.tools)),
+            tool_context=self.workspace,
+            workspace_root=self.workspace.root,
+            trace=trace,
+            cancel=cancel,
         )
-        # The result goes to the parent's model, to sweep tables and to logs: no keys in it either
-        # (an endpoint may echo the Authorization header in an error that becomes the detail).
-        result = SubagentResult.model_validate_json(redactor(to_json(result)))
-        kind = "subagent_failed" if result.status == "failed" else "subagent_completed"
-        self._parent_event(kind, request, run_id, trace_path, result=result)
-        return result
+        messages = [Message(role="system", content=system_prompt), Message(role="user", content=task)]
+        return run_loop(spec, deps, messages)
 
     def _parent_event(
         self,
@@ -322,16 +371,33 @@ class SubagentLauncher:
                 elapsed_s=result.elapsed_s,
                 error=result.detail if result.status == "failed" else None,
             )
-        self.parent_trace.emit(
-            SubagentEvent(
-                kind=kind,
-                run_id=self.parent_trace.run_id,
-                child_run_id=run_id,
-                child_session_id=self.session_id,
-                child_trace=str(trace_path),
-                profile=request.profile,
-                model_choice=result.model_choice if result else model_choice,
-                model_used=result.model_used if result else model_used,
-                **extra,
+        # The parent's trace is the parent's to guard; failing to note a child never loses the child.
+        with contextlib.suppress(OSError, ValueError):
+            self.parent_trace.emit(
+                SubagentEvent(
+                    kind=kind,
+                    run_id=self.parent_trace.run_id,
+                    child_run_id=run_id,
+                    child_session_id=self.session_id,
+                    child_trace=str(trace_path),
+                    profile=request.profile,
+                    model_choice=result.model_choice if result else model_choice,
+                    model_used=result.model_used if result else model_used,
+                    **extra,
+                )
             )
-        )
+
+
+def _failed(reason: TerminalReason, detail: str, started: float) -> LoopOutcome:
+    """The outcome of a run that never reached (or never left) the loop."""
+    return LoopOutcome(
+        terminal_reason=reason, status="failed", detail=detail, elapsed_s=time.monotonic() - started
+    )
+
+
+def _ended(outcome: LoopOutcome) -> dict[str, Any]:
+    """The ``RunEnded`` fields of an outcome the loop did not produce."""
+    return outcome.model_dump(
+        include={"terminal_reason", "status", "detail", "usage", "steps", "model_calls", "elapsed_s",
+                 "model_time_s"}
+    )  # fmt: skip

@@ -1,0 +1,255 @@
+"""``SubagentLauncher.launch`` never raises for runtime conditions; one spec builder for every profile."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import errno
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import LauncherFactory
+
+from subagent_lab import launcher as launcher_module
+from subagent_lab.agent_profile import AgentProfile
+from subagent_lab.launch_io import plain_json
+from subagent_lab.launcher import SubagentLauncher, SubagentRequest, loop_spec
+from subagent_lab.loop import LoopSpec
+from subagent_lab.models.scripted import ScriptedModel, final, tool_call
+from subagent_lab.profiles import LabConfig, ModelConfig, RuntimeProfile
+from subagent_lab.trace import RunEnded, RunStarted, TraceWriter, read_trace
+from subagent_lab.types import ConfigError
+
+GOOD = {
+    "status": "completed",
+    "summary": "login is defined in app/auth.py and checks the password hash.",
+    "findings": ["login calls check_password"],
+    "evidence": ["app/auth.py:4-5"],
+    "unresolved_questions": [],
+}
+TASK = "Where is login implemented?"
+
+
+def _kinds(path: str) -> list[str]:
+    return [e.kind for e in read_trace(path)]
+
+
+# --- the workspace ------------------------------------------------------------------------------
+
+
+def test_removed_workspace_is_a_failed_result_not_an_exception(
+    make_launcher: LauncherFactory, workspace: Path
+) -> None:
+    launcher, model = make_launcher([final(GOOD)])
+    shutil.rmtree(workspace)
+    result = launcher.launch(SubagentRequest(task=TASK))
+    assert (result.status, result.terminal_reason) == ("failed", "crashed")
+    assert "is unavailable" in result.detail and "FileNotFoundError" in result.detail
+    assert model.requests == []  # nothing was spent on a run that could not look at anything
+    events = read_trace(result.trace_path)
+    assert [e.kind for e in events] == ["run_started", "run_ended"]
+    assert isinstance(events[-1], RunEnded) and events[-1].terminal_reason == "crashed"
+
+
+def test_unreadable_workspace_is_a_failed_result(
+    make_launcher: LauncherFactory, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_iterdir = Path.iterdir
+
+    def denied(self: Path) -> Any:
+        if self == workspace.resolve():
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real_iterdir(self)
+
+    monkeypatch.setattr(Path, "iterdir", denied)  # the tests run as root: chmod would not stop it
+    launcher, model = make_launcher([final(GOOD)])
+    result = launcher.launch(SubagentRequest(task=TASK))
+    assert result.terminal_reason == "crashed" and "PermissionError" in result.detail
+    assert model.requests == []
+
+
+# --- structured context -----------------------------------------------------------------------
+
+
+class _Unprintable:
+    def __str__(self) -> str:
+        raise RuntimeError("no text for you")
+
+
+def test_odd_context_is_rendered_not_raised(make_launcher: LauncherFactory) -> None:
+    cycle: list[Any] = ["start"]
+    cycle.append(cycle)
+    context: dict[Any, Any] = {
+        1: "int key",
+        "1": "string key",
+        (2, 3): "tuple key",
+        None: "none key",
+        "when": dt.datetime(2024, 5, 1, 12, 0),
+        "tags": {"b", "a"},
+        "ratio": float("nan"),
+        "blob": b"\xffbytes",
+        "obj": _Unprintable(),
+        "cycle": cycle,
+        "lone": "\ud800surrogate",
+    }
+    launcher, model = make_launcher([tool_call("Grep", pattern="def login"), final(GOOD)])
+    result = launcher.launch(SubagentRequest(task=TASK, context=context))
+    assert result.terminal_reason == "completed"
+    first = model.requests[0].messages[1].content
+    block = first.split("Context from the parent agent (JSON):\n", 1)[1].split("\n\nWorkspace top level")[0]
+    rendered = json.loads(block)
+    assert rendered["1"] in {"int key", "string key"} and rendered["1 (again)"] in {"int key", "string key"}
+    assert rendered["(2, 3)"] == "tuple key" and rendered["None"] == "none key"
+    assert rendered["when"] == "2024-05-01 12:00:00" and rendered["tags"] == ["a", "b"]
+    assert rendered["ratio"] == "nan" and rendered["obj"] == "<unprintable _Unprintable>"
+    assert rendered["cycle"] == ["start", "<cycle>"] and "\ud800" not in rendered["lone"]
+    assert any(isinstance(e, RunStarted) and "tuple key" in e.task for e in read_trace(result.trace_path))
+
+
+def test_plain_json_cuts_deep_nesting() -> None:
+    deep: dict[str, Any] = {}
+    node = deep
+    for _ in range(50):
+        node["x"] = {}
+        node = node["x"]
+    text = json.dumps(plain_json(deep))
+    assert "nested too deeply" in text and text.count('"x"') < 20
+
+
+# --- the trace directory ----------------------------------------------------------------------
+
+
+def test_trace_directory_that_is_a_file_fails_the_run_with_a_reason(
+    config: LabConfig, workspace: Path, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the trace directory should be")
+    model = ScriptedModel([final(GOOD)])
+    launcher = SubagentLauncher(config, workspace, model_factory=lambda c, m: model, trace_dir=blocker)
+    result = launcher.launch(SubagentRequest(task=TASK))
+    assert (result.status, result.terminal_reason) == ("failed", "crashed")
+    assert result.trace_error is not None and "cannot write the trace" in result.trace_error
+    assert "not started" in result.detail and model.requests == []
+    assert blocker.read_text().startswith("a file")
+
+
+def test_a_trace_failing_mid_run_keeps_the_result(
+    make_launcher: LauncherFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_emit = TraceWriter.emit
+    written: list[str] = []
+
+    def full_disk(self: TraceWriter, event: Any) -> None:
+        if len(written) >= 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written.append(event.kind)
+        real_emit(self, event)
+
+    monkeypatch.setattr(TraceWriter, "emit", full_disk)
+    launcher, _ = make_launcher([tool_call("Grep", pattern="def login"), final(GOOD)])
+    result = launcher.launch(SubagentRequest(task=TASK))
+    assert (result.status, result.terminal_reason) == ("completed", "completed")
+    assert result.contract is not None and result.contract["evidence"] == GOOD["evidence"]
+    assert result.trace_error is not None and "No space left" in result.trace_error
+    assert "trace incomplete" in result.detail
+    assert len(_kinds(result.trace_path)) == 3  # what made it out is still a valid prefix
+
+
+def test_a_failing_parent_trace_does_not_lose_the_child(
+    make_launcher: LauncherFactory, tmp_path: Path
+) -> None:
+    class Broken(TraceWriter):
+        def emit(self, event: Any) -> None:
+            raise OSError(errno.EIO, "parent trace gone")
+
+    parent = Broken(tmp_path / "parent.jsonl", "run-parent")
+    launcher, _ = make_launcher([tool_call("Grep", pattern="def login"), final(GOOD)], parent_trace=parent)
+    assert launcher.launch(SubagentRequest(task=TASK)).terminal_reason == "completed"
+
+
+def test_harness_bug_outside_the_loop_is_recorded_once(
+    make_launcher: LauncherFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(names: Any) -> Any:
+        raise RuntimeError("tool registry bug")
+
+    monkeypatch.setattr(launcher_module, "build_tools", broken)
+    launcher, model = make_launcher([final(GOOD)])
+    result = launcher.launch(SubagentRequest(task=TASK))
+    assert result.terminal_reason == "crashed" and "tool registry bug" in result.detail
+    assert _kinds(result.trace_path).count("run_ended") == 1 and model.requests == []
+
+
+def test_caller_mistakes_still_raise(make_launcher: LauncherFactory) -> None:
+    launcher, _ = make_launcher([])
+    with pytest.raises(ConfigError, match="unknown profile"):
+        launcher.launch(SubagentRequest(task=TASK, profile="nope"))
+    with pytest.raises(ConfigError, match="max_steps"):
+        launcher.launch(SubagentRequest(task=TASK, overrides={"max_steps": 0}))
+
+
+# --- seed and temperature per run -------------------------------------------------------------
+
+
+def test_seed_and_temperature_overrides_reach_every_request(make_launcher: LauncherFactory) -> None:
+    launcher, model = make_launcher([tool_call("Grep", pattern="def login"), final(GOOD)] * 2)
+    default = launcher.launch(SubagentRequest(task=TASK))
+    assert (default.seed, default.temperature) == (0, 0.0)  # the model's, from profiles.yaml
+    assert {(r.seed, r.temperature) for r in model.requests} == {(0, 0.0)}
+    model.requests.clear()
+    chosen = launcher.launch(SubagentRequest(task=TASK, seed=7, temperature=0.7))
+    assert (chosen.seed, chosen.temperature) == (7, 0.7)
+    assert {(r.seed, r.temperature) for r in model.requests} == {(7, 0.7)}
+
+
+# --- one spec builder ---------------------------------------------------------------------------
+
+NOT_LOOP_FIELDS = {
+    RuntimeProfile: {"name", "description", "system_prompt", "tools", "model"},
+    AgentProfile: {
+        "description", "system_prompt", "system_prompt_file", "tools", "model", "children_token_cap",
+        "verify", "max_verification_retries", "accept_unverified", "bash_timeout_s", "ask_policy",
+    },
+}  # fmt: skip
+"""Profile fields that are not loop limits. A new profile field must reach the LoopSpec or be here."""
+
+
+def _differing(profile: Any, spec: LoopSpec) -> dict[str, tuple[Any, Any]]:
+    """LoopSpec fields the profile holds (by name or under its renamed name) whose values differ."""
+    out = {}
+    for f in dataclasses.fields(LoopSpec):
+        name = f.name if f.name in type(profile).model_fields else launcher_module._RENAMED.get(f.name)
+        if name in type(profile).model_fields and getattr(profile, name) != getattr(spec, f.name):
+            out[f.name] = (getattr(profile, name), getattr(spec, f.name))
+    return out
+
+
+@pytest.mark.parametrize("kind", [RuntimeProfile, AgentProfile])
+def test_every_profile_field_is_a_loop_limit_or_declared_otherwise(kind: type) -> None:
+    consumed = {f.name for f in dataclasses.fields(LoopSpec)} | set(launcher_module._RENAMED.values())
+    assert set(kind.model_fields) - consumed - NOT_LOOP_FIELDS[kind] == set()
+
+
+def test_one_spec_builder_carries_every_shared_field(config: LabConfig) -> None:
+    model = ModelConfig(model="m", max_output_tokens=500, temperature=0.3, seed=11)
+    child = config.profile("explore").model_copy(
+        update={"min_tool_calls": 2, "require_grounded_evidence": True, "grace_turn": False}
+    )
+    parent = AgentProfile(min_tool_calls=1, max_parallel_tools=3, max_repairs=1, max_steps=7)
+    for profile in (child, parent):
+        spec = loop_spec(profile, model)
+        assert _differing(profile, spec) == {"max_output_tokens": (None, 500)}  # the model's cap
+        assert (spec.temperature, spec.seed) == (0.3, 11)
+    child_spec, parent_spec = loop_spec(child, model), loop_spec(parent, model)
+    assert (child_spec.require_grounded, child_spec.min_tool_calls, child_spec.contract) == (
+        True,
+        2,
+        "ExploreResult",
+    )
+    assert (child_spec.max_repairs, child_spec.grace_turn) == (child.max_contract_repairs, False)
+    assert (parent_spec.contract, parent_spec.min_tool_calls, parent_spec.max_repairs) == (None, 1, 1)
+    assert (parent_spec.max_parallel_tools, parent_spec.max_steps) == (3, 7)
+    assert (loop_spec(child, model, seed=5, temperature=0.9).seed, loop_spec(child, model).seed) == (5, 11)

@@ -5,7 +5,9 @@ It runs the same ``run_loop`` as a child, with Read/Grep/Glob, Edit, Bash and Ta
 launched through a ``SubagentLauncher`` bound to the parent, so parent and child traces link both
 ways. With verification on, a proposed final answer is checked by the ``verification`` profile;
 a FAIL or PARTIAL verdict is fed back and the loop is re-entered with the conversation so far,
-under what is left of the same global budgets.
+under what is left of the same global budgets. Only a verdict of a verification child that ended
+``completed`` counts; anything else (no verdict, or one given in a grace turn after a limit) is
+UNVERIFIED, which does not pass unless the profile sets ``accept_unverified``.
 """
 
 from __future__ import annotations
@@ -19,12 +21,12 @@ from typing import Any
 
 from subagent_lab.agent_profile import AgentProfile
 from subagent_lab.agent_result import (
-    ACCEPTED_VERDICTS,
     MainRunResult,
     Verdict,
     VerificationRecord,
     child_record,
     ended_fields,
+    gate_passes,
     merge_outcomes,
     roll_up,
 )
@@ -36,6 +38,7 @@ from subagent_lab.launcher import (
     SubagentResult,
     cost_usd,
     default_model_factory,
+    loop_spec,
     workspace_overview,
 )
 from subagent_lab.loop import MIN_OUTPUT_TOKENS, LoopDeps, LoopOutcome, LoopSpec, run_loop
@@ -144,22 +147,7 @@ class MainAgent:
 
     def _spec(self, model: ModelConfig) -> LoopSpec:
         """The loop limits of the whole run (a retry segment gets what is left of them)."""
-        p = self.profile
-        return LoopSpec(
-            max_steps=p.max_steps,
-            context_token_budget=p.context_token_budget,
-            total_token_budget=p.total_token_budget,
-            timeout_s=p.timeout_s,
-            contract=None,
-            max_output_tokens=p.max_output_tokens or model.max_output_tokens,
-            max_repairs=p.max_repairs,
-            max_tool_calls_per_step=p.max_tool_calls_per_step,
-            loop_repeat_limit=p.loop_repeat_limit,
-            grace_turn=p.grace_turn,
-            temperature=model.temperature,
-            seed=model.seed,
-            max_parallel_tools=p.max_parallel_tools,
-        )
+        return loop_spec(self.profile, model)  # the same builder as every child's
 
     @staticmethod
     def _remaining(base: LoopSpec, done: list[LoopOutcome], started: float) -> LoopSpec | None:
@@ -185,7 +173,6 @@ class MainAgent:
         workspace = Workspace(scratch or self.target)
         run_id = new_id("run")
         trace_path = self.trace_dir / self.session_id / f"main-{run_id}.jsonl"
-        trace = TraceWriter(trace_path, run_id)
         used, model_cfg, fallback = self.config.resolve_model(self.profile.model)
         launcher = SubagentLauncher(
             self.config,
@@ -194,8 +181,10 @@ class MainAgent:
             trace_dir=self.trace_dir,
             session_id=self.session_id,
             parent=ParentLink(session_id=self.session_id, run_id=run_id, trace_path=str(trace_path)),
-            parent_trace=trace,
         )
+        # One redactor for parent and children: the parent's trace masks what the children's do.
+        trace = TraceWriter(trace_path, run_id, redactor=launcher._redactor())
+        launcher.parent_trace = trace
         ctx = MainToolContext(
             workspace=workspace,
             stamps=ReadStamps(),
@@ -269,7 +258,8 @@ class MainAgent:
                 record, child = self._check(launcher, task_text, answer, len(checks) + 1)
                 checks.append((record, child))
                 retries_left = self.profile.max_verification_retries - (len(checks) - 1)
-                if record.verdict in ACCEPTED_VERDICTS or retries_left <= 0:
+                # UNVERIFIED names nothing the parent could fix: a retry would only spend again.
+                if self._passes(record) or record.verdict == "UNVERIFIED" or retries_left <= 0:
                     break
                 # The next segment continues the conversation under what is left of the budgets.
                 spec = self._remaining(self._spec(model_cfg), outcomes, started)
@@ -298,7 +288,11 @@ class MainAgent:
     def _check(
         self, launcher: SubagentLauncher, task_text: str, answer: str, attempt: int
     ) -> tuple[VerificationRecord, SubagentResult]:
-        """Launch the verification child on the claim; a child without a verdict counts as UNVERIFIED."""
+        """Launch the verification child on the claim.
+
+        Its verdict counts only when the child ended ``completed``: a child that hit a limit and
+        answered in its grace turn (or gave no verdict at all) is UNVERIFIED, whatever it said.
+        """
         claim = (
             "Check whether the main agent's claim below is true of the workspace.\n\n"
             f"The task the main agent was given:\n{task_text.strip()}\n\n"
@@ -308,18 +302,31 @@ class MainAgent:
         child = launcher.launch(SubagentRequest(task=claim, profile="verification"))
         contract = child.contract or {}
         given = contract.get("verdict")
-        verdict: Verdict = given if given in ("PASS", "FAIL", "PARTIAL") else "UNVERIFIED"
+        finished = child.terminal_reason == "completed" and not child.grace_used
+        verdict: Verdict = given if finished and given in ("PASS", "FAIL", "PARTIAL") else "UNVERIFIED"
         reasons = [str(r) for r in contract.get("reasons") or []]
         if not child.contract:
             reasons = [child.summary]
+        elif not finished:
+            reasons.insert(
+                0,
+                f"the verification child ended {child.terminal_reason}; its verdict {given!r} was given "
+                "in a grace turn after a limit and does not count",
+            )
         record = VerificationRecord(
             attempt=attempt,
             verdict=verdict,
             reasons=reasons,
             child_run_id=child.run_id,
             child_status=child.status,
+            child_terminal_reason=child.terminal_reason,
+            child_verdict=given if isinstance(given, str) else None,
         )
         return record, child
+
+    def _passes(self, record: VerificationRecord) -> bool:
+        """Whether the gate lets the answer stand on this verdict."""
+        return gate_passes(record.verdict, accept_unverified=self.profile.accept_unverified)
 
     def _result(
         self,
@@ -336,7 +343,7 @@ class MainAgent:
         if merged["contract"] is None and answer is not None:
             # A retry segment ended without an answer: the last answer given still stands, partially.
             merged.update(contract={"answer": answer}, status="partial")
-        if verdict is not None and verdict not in ACCEPTED_VERDICTS and merged["contract"] is not None:
+        if checks and not self._passes(checks[-1][0]) and merged["contract"] is not None:
             why = "; ".join(checks[-1][0].reasons)
             merged.update(
                 status="partial", detail=f"verification {verdict} after {len(checks)} checks: {why}"

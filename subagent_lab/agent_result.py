@@ -11,8 +11,13 @@ from subagent_lab.loop import LoopOutcome
 from subagent_lab.types import Usage
 
 Verdict = Literal["PASS", "FAIL", "PARTIAL", "UNVERIFIED"]
-ACCEPTED_VERDICTS = frozenset({"PASS", "UNVERIFIED"})
-"""Verification verdicts that let a final answer stand."""
+ACCEPTED_VERDICTS = frozenset({"PASS"})
+"""Verification verdicts that let a final answer stand (UNVERIFIED only with ``accept_unverified``)."""
+
+
+def gate_passes(verdict: Verdict, *, accept_unverified: bool = False) -> bool:
+    """Whether the completion gate accepts ``verdict``: PASS, or UNVERIFIED when the profile allows."""
+    return verdict in ACCEPTED_VERDICTS or (accept_unverified and verdict == "UNVERIFIED")
 
 
 class ChildRecord(BaseModel):
@@ -39,6 +44,10 @@ class VerificationRecord(BaseModel):
     reasons: list[str] = Field(default_factory=list)
     child_run_id: str
     child_status: str
+    child_terminal_reason: str | None = None
+    """How the verification child ended; only ``completed`` makes its verdict count."""
+    child_verdict: str | None = None
+    """What the child said, even when it did not count (then ``verdict`` is UNVERIFIED)."""
 
 
 class MainRunResult(LoopOutcome):

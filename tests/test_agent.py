@@ -14,6 +14,8 @@ from conftest import REPO
 
 from subagent_lab.agent import MainAgent, MainRunResult
 from subagent_lab.agent_profile import AgentProfile
+from subagent_lab.agent_result import gate_passes
+from subagent_lab.launcher import loop_spec
 from subagent_lab.models.scripted import ScriptedModel, Turn, final, tool_call, tool_calls
 from subagent_lab.profiles import LabConfig, load_config
 from subagent_lab.sandbox import Workspace
@@ -287,6 +289,87 @@ def test_gate_is_off_by_default(config: LabConfig, workspace: Path, tmp_path: Pa
     agent, _model = _agent(config, workspace, tmp_path, [final("done")])
     result = agent.run("Do it")
     assert result.verifications == [] and result.verdict is None and result.status == "completed"
+
+
+def _with_verification(config: LabConfig, **fields: Any) -> LabConfig:
+    profile = config.profile("verification").model_copy(update=fields)
+    return config.model_copy(update={"profiles": {**config.profiles, "verification": profile}})
+
+
+def test_a_verdict_from_a_grace_turn_is_unverified_and_does_not_pass(
+    config: LabConfig, workspace: Path, tmp_path: Path
+) -> None:
+    cfg = _with_verification(config, max_steps=1)  # the child hits max_steps after one tool call
+    turns = [
+        final("I added logging to login."),  # a false claim
+        tool_call("Grep", pattern="print"),  # the verification child's only working step
+        _verdict("PASS", "looks fine"),  # ...and its grace turn: a verdict nothing checked
+    ]
+    agent, model = _agent(cfg, workspace, tmp_path, turns, verify=True)
+    result = agent.run("Add logging to login.")
+    (record,) = result.verifications
+    assert (record.verdict, record.child_verdict, record.child_terminal_reason) == (
+        "UNVERIFIED",
+        "PASS",
+        "max_steps",
+    )
+    assert "grace turn" in record.reasons[0]
+    assert (result.status, result.verdict) == ("partial", "UNVERIFIED")
+    assert result.detail.startswith("verification UNVERIFIED after 1 checks")
+    assert model.turns == []  # UNVERIFIED names nothing to fix: no retry of the parent
+
+
+def test_accept_unverified_lets_the_answer_stand(config: LabConfig, workspace: Path, tmp_path: Path) -> None:
+    cfg = _with_main(_with_verification(config, max_steps=1), accept_unverified=True)
+    turns = [final("done"), tool_call("Grep", pattern="print"), _verdict("PASS", "looks fine")]
+    agent, _ = _agent(cfg, workspace, tmp_path, turns, verify=True)
+    result = agent.run("Do it")
+    assert (result.status, result.verdict) == ("completed", "UNVERIFIED")
+
+
+def test_a_verification_child_without_a_verdict_does_not_pass(
+    config: LabConfig, workspace: Path, tmp_path: Path
+) -> None:
+    cfg = _with_verification(config, max_contract_repairs=0)
+    agent, _ = _agent(cfg, workspace, tmp_path, [final("done"), final("no JSON here")], verify=True)
+    result = agent.run("Do it")
+    (record,) = result.verifications
+    assert (record.verdict, record.child_terminal_reason, record.child_verdict) == (
+        "UNVERIFIED",
+        "invalid_output",
+        None,
+    )
+    assert (result.status, result.verdict, result.answer) == ("partial", "UNVERIFIED", "done")
+
+
+def test_gate_passes_only_pass_unless_unverified_is_accepted() -> None:
+    assert [gate_passes(v) for v in ("PASS", "FAIL", "PARTIAL", "UNVERIFIED")] == [True, False, False, False]
+    assert gate_passes("UNVERIFIED", accept_unverified=True)
+    assert not gate_passes("FAIL", accept_unverified=True)
+
+
+def test_parent_spec_is_the_child_spec_builder(config: LabConfig, workspace: Path, tmp_path: Path) -> None:
+    cfg = _with_main(config, min_tool_calls=2, max_parallel_tools=3)
+    agent, _ = _agent(cfg, workspace, tmp_path, [])
+    _, model_cfg, _ = cfg.resolve_model(agent.profile.model)
+    spec = agent._spec(model_cfg)
+    assert spec == loop_spec(agent.profile, model_cfg)
+    assert (spec.min_tool_calls, spec.max_parallel_tools, spec.contract) == (2, 3, None)
+
+
+def test_parent_trace_uses_the_launchers_redactor(
+    config: LabConfig, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "odd-variable-value-0123456789"
+    monkeypatch.setenv("MY_ODD_SETTING", secret)  # a name no heuristic calls secret
+    main = config.models["main"]
+    assert main is not None
+    models = {**config.models, "main": main.model_copy(update={"api_key_env": "MY_ODD_SETTING"})}
+    cfg = config.model_copy(update={"models": models})
+    agent, _ = _agent(cfg, workspace, tmp_path, [final(f"the key is {secret}")])
+    result = agent.run(f"Report {secret}")
+    text = Path(result.trace_path).read_text()
+    assert secret not in text and "REDACTED" in text
 
 
 # --- scratch copy, Edit and Bash through the agent --------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 from conftest import REPO
@@ -12,7 +13,8 @@ from conftest import REPO
 from subagent_lab.bench.suite import load_suite
 from subagent_lab.experiments.analysis import budget_curve, summarize, terminal_reasons
 from subagent_lab.experiments.sweep import SweepSpec, Variant, load_results, run_sweep, sweep_dir
-from subagent_lab.models.scripted import ScriptedFactory, final, tool_call
+from subagent_lab.models.cache import request_key
+from subagent_lab.models.scripted import ScriptedFactory, ScriptedModel, final, tool_call
 from subagent_lab.types import ConfigError
 
 TASK = next(t for t in load_suite() if t.id == "yaml-safe-load")
@@ -144,3 +146,74 @@ def test_invalid_variant_is_refused_before_any_run(config_path: str, tmp_path: P
     with pytest.raises(ConfigError, match=r"variant 'tiny'.*context_token_budget"):
         run_sweep(spec, config_path=config_path, out_dir=tmp_path / "sw", model_factory=FACTORY)
     assert not (tmp_path / "sw").exists()
+
+
+# --- independent repeats (issue 10) ------------------------------------------------------------
+
+
+class _Recording:
+    """A model factory whose every ScriptedModel is kept, so each run's requests can be compared."""
+
+    def __init__(self) -> None:
+        self.models: list[ScriptedModel] = []
+
+    def __call__(self, choice: str, cfg: object) -> ScriptedModel:
+        model = ScriptedModel([tool_call("Grep", pattern="def safe_load"), final(_answer(GOLD))])
+        self.models.append(model)
+        return model
+
+
+def test_repeats_make_different_requests_and_the_summary_shows_their_spread(
+    config_path: str, tmp_path: Path
+) -> None:
+    factory = _Recording()
+    spec = SweepSpec(name="rep", tasks=(TASK.id,), models=("light",), repeats=3, seed=10)
+    df = run_sweep(
+        spec, config_path=config_path, out_dir=tmp_path / "sw", model_factory=factory, progress=False
+    )
+    assert sorted(zip(df["repeat"], df["seed"], strict=True)) == [(0, 10), (1, 11), (2, 12)]
+    assert (df["cache_hits"] == 0).all() and (df["cache_misses"] == 2).all()  # the cache is on
+    streams = [[request_key("ns", r) for r in model.requests] for model in factory.models]
+    assert len(streams) == 3 and all(len(s) == 2 for s in streams)
+    assert len({key for stream in streams for key in stream}) == 6  # no request shared by two repeats
+    assert sorted({r.seed for r in model.requests} for model in factory.models) == [{10}, {11}, {12}]
+    summary = summarize(df)
+    assert summary["repeats"].tolist() == [3]
+    assert {"quality_min", "quality_median", "quality_max", "completion_min"} <= set(summary.columns)
+    columns = list(summary.columns)
+    assert columns.index("quality_min") == columns.index("mean_quality") + 1  # next to its mean
+
+
+def test_sweep_temperature_reaches_the_requests_and_the_rows(config_path: str, tmp_path: Path) -> None:
+    factory = _Recording()
+    sampled = SweepSpec(name="temp", tasks=(TASK.id,), models=("light",), temperature=0.7)
+    df = run_sweep(
+        sampled, config_path=config_path, out_dir=tmp_path / "sw", model_factory=factory, progress=False
+    )
+    assert df["temperature"].tolist() == [0.7]
+    assert {r.temperature for r in factory.models[0].requests} == {0.7}
+    plain = run_sweep(
+        SweepSpec(name="temp0", tasks=(TASK.id,), models=("light",)),
+        config_path=config_path,
+        out_dir=tmp_path / "sw",
+        model_factory=FACTORY,
+        progress=False,
+        cache=False,
+    )
+    assert plain["temperature"].tolist() == [0.0] and plain["seed"].tolist() == [0]  # the model's own
+
+
+def test_spread_is_over_per_repeat_means() -> None:
+    rows = [
+        {"model_used": "light", "variant": "v", "task_id": task, "repeat": repeat, "quality": quality,
+         "grounded_ratio": 1.0, "status": "completed" if quality else "partial", "contract_valid": True,
+         "total_tokens": 10, "elapsed_s": 1.0, "cost_usd": 0.0}
+        for repeat, qualities in enumerate([(0.0, 0.2), (0.4, 0.6), (1.0, 1.0)])
+        for task, quality in zip(("a", "b"), qualities, strict=True)
+    ]  # fmt: skip
+    summary = summarize(pd.DataFrame(rows)).iloc[0]
+    assert summary["mean_quality"] == pytest.approx(3.2 / 6)
+    assert (summary["quality_min"], summary["quality_median"], summary["quality_max"]) == pytest.approx(
+        (0.1, 0.5, 1.0)
+    )
+    assert (summary["completion_min"], summary["completion_max"], summary["repeats"]) == (0.5, 1.0, 3)

@@ -13,8 +13,19 @@ def _p90(series: pd.Series) -> float:
     return float(series.quantile(0.9)) if len(series) else float("nan")
 
 
+SPREAD = {"mean_quality": "quality", "mean_grounded": "grounded", "completion_rate": "completion"}
+"""Means that get a spread over repeats: mean column -> prefix of its ``_min/_median/_max`` columns."""
+
+
 def summarize(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
-    """By model x variant: completion rate, median/p90 tokens, cost per completed run, quality."""
+    """By model x variant: completion rate, median/p90 tokens, cost per completed run, quality.
+
+    Next to each mean in ``SPREAD`` it reports the spread over repeats: the mean of each repeat
+    alone (over the group's tasks), then the min, median and max of those per-repeat means
+    (``quality_min``, ``quality_median``, ``quality_max``, ...), with ``repeats`` their count. A
+    spread of zero over several repeats at temperature 0 means deterministic decoding, not a
+    stable result (see ``subagent_lab.experiments.sweep``).
+    """
     by = by or GROUP
     if df.empty:
         return pd.DataFrame()
@@ -35,7 +46,32 @@ def summarize(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
     n_completed = completed.size().reindex(out.index).fillna(0)
     cost = grouped["cost_usd"].sum()
     out["cost_per_completed_usd"] = (cost / n_completed).where(n_completed > 0)
+    if "repeat" in df.columns:
+        out = _with_spread(out, df, by)
     return out.reset_index()
+
+
+def _with_spread(out: pd.DataFrame, df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """``out`` with min/median/max over per-repeat means inserted after each mean of ``SPREAD``."""
+    per_repeat = (
+        df.assign(completion=(df["status"] == "completed").astype(float))
+        .rename(columns={"grounded_ratio": "grounded"})
+        .groupby([*by, "repeat"], dropna=False)[["quality", "grounded", "completion"]]
+        .mean()
+        .groupby(level=list(range(len(by))), dropna=False)
+    )
+    columns = list(out.columns)
+    extra: dict[str, pd.Series] = {"repeats": per_repeat.size()}
+    for mean, prefix in SPREAD.items():
+        at = columns.index(mean) + 1
+        names = [f"{prefix}_{stat}" for stat in ("min", "median", "max")]
+        columns[at:at] = names
+        for name, stat in zip(names, ("min", "median", "max"), strict=True):
+            extra[name] = per_repeat[prefix].agg(stat)
+    columns.insert(1, "repeats")
+    for name, series in extra.items():
+        out[name] = series.reindex(out.index)
+    return out[columns]
 
 
 def terminal_reasons(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:

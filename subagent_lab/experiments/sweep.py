@@ -5,6 +5,12 @@ A sweep directory is keyed by its spec. Rows are appended to ``results.jsonl`` a
 again skips finished runs. Any ``concurrent.futures.Executor`` runs the grid, a Dask client's
 ``get_executor()`` included: the unit of work is the picklable ``RunSpec`` and the top-level
 function ``execute_run``.
+
+Repeats are independent: repeat ``i`` of a cell runs with seed ``SweepSpec.seed + i`` (a ``seed``
+column in every row), so its requests, and their call-cache keys, differ from every other
+repeat's. With temperature 0 (the shipped models) llama.cpp decodes greedily and a different seed
+gives the same output: the repeats are then independent requests but deterministic runs, and their
+spread is zero. Set ``SweepSpec.temperature`` above 0 to sample.
 """
 
 from __future__ import annotations
@@ -57,6 +63,10 @@ class SweepSpec(BaseModel):
     profile: str = "explore"
     variants: tuple[Variant, ...] = (Variant(),)
     repeats: int = Field(default=1, ge=1)
+    seed: int = 0
+    """Base seed: repeat ``i`` runs with ``seed + i`` (recorded per row)."""
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    """Sampling temperature of every run; None keeps each model's. Above 0, repeats sample."""
 
     def key(self) -> str:
         """A short hash identifying the spec (its directory name)."""
@@ -72,6 +82,10 @@ class RunSpec(BaseModel):
     profile: str
     variant: Variant
     repeat: int
+    seed: int = 0
+    """Sent with every model call of the run; distinct per repeat."""
+    temperature: float | None = None
+    """None: the model's own."""
     config_path: str | None
     trace_dir: str
     cache_dir: str | None
@@ -108,6 +122,8 @@ def plan_runs(spec: SweepSpec, *, config_path: str | None, out: Path, cache: boo
             profile=spec.profile,
             variant=variant,
             repeat=repeat,
+            seed=spec.seed + repeat,
+            temperature=spec.temperature,
             config_path=config_path,
             trace_dir=str(out / "traces"),
             cache_dir=str(out.parent / "model-cache") if cache else None,
@@ -142,7 +158,12 @@ def execute_run(run: RunSpec, model_factory: ModelFactory | None = None) -> dict
         root = package_root(run.task.package)
         launcher = SubagentLauncher(lab, root, model_factory=factory, trace_dir=run.trace_dir)
         request = SubagentRequest(
-            task=run.task.prompt, profile=run.profile, model=run.model, overrides=run.variant.overrides
+            task=run.task.prompt,
+            profile=run.profile,
+            model=run.model,
+            overrides=run.variant.overrides,
+            seed=run.seed,
+            temperature=run.temperature,
         )
         profile = launcher.resolve_profile(request)
         result = launcher.launch(request)
@@ -177,6 +198,8 @@ def _base_row(run: RunSpec) -> dict[str, Any]:
         "variant": run.variant.label,
         "overrides": json.dumps(run.variant.overrides, sort_keys=True),
         "repeat": run.repeat,
+        "seed": run.seed,
+        "temperature": run.temperature,
     }
 
 
@@ -187,6 +210,8 @@ def result_row(run: RunSpec, result: dict[str, Any], score: dict[str, Any]) -> d
         **_base_row(run),
         "model_used": result["model_used"],
         "model_id": result["model_id"],
+        "seed": result["seed"],
+        "temperature": result["temperature"],
         "fallback": result["fallback"],
         "terminal_reason": result["terminal_reason"],
         "status": result["status"],

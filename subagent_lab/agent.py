@@ -46,8 +46,9 @@ from subagent_lab.models.base import Model
 from subagent_lab.permissions import AskPolicy, PermissionGate
 from subagent_lab.profiles import LabConfig, ModelConfig
 from subagent_lab.sandbox import Workspace
-from subagent_lab.scratch import changed_files, copy_to_scratch
+from subagent_lab.scratch import ScratchCopy, make_scratch
 from subagent_lab.task_tool import TaskContext
+from subagent_lab.tools.bwrap import BashSandbox
 from subagent_lab.tools.edit import ReadStamps
 from subagent_lab.tools.main_tools import MainToolContext, main_tools
 from subagent_lab.trace import PromptAdded, RunEnded, RunStarted, TraceWriter, new_id
@@ -169,8 +170,8 @@ class MainAgent:
     def run(self, task_text: str, *, cancel: threading.Event | None = None) -> MainRunResult:
         """Run the agent on ``task_text`` until it answers (and, with verification on, is accepted)."""
         started = time.monotonic()
-        scratch = copy_to_scratch(self.target, self.scratch_dir) if self.scratch else None
-        workspace = Workspace(scratch or self.target)
+        scratch = make_scratch(self.target, self.scratch_dir) if self.scratch else None
+        workspace = Workspace(scratch.root if scratch else self.target)
         run_id = new_id("run")
         trace_path = self.trace_dir / self.session_id / f"main-{run_id}.jsonl"
         used, model_cfg, fallback = self.config.resolve_model(self.profile.model)
@@ -191,6 +192,9 @@ class MainAgent:
             task=TaskContext(launcher=launcher, children_token_cap=self.children_token_cap, cancel=cancel),
             ask_policy=self.ask_policy,
             bash_timeout_s=self.profile.bash_timeout_s,
+            bash_sandbox=BashSandbox(
+                self.profile.bash_sandbox, self.profile.bash_ro_paths, hide=(str(self.target),)
+            ),
         )
         tools = main_tools(self.profile.tools)
         # On a scratch copy writes and commands are approved at the gate (Bash still classifies
@@ -208,6 +212,8 @@ class MainAgent:
             budgets["children_token_cap"] = self.children_token_cap
         # The same one-line layout a child gets: without it small models guess paths.
         first_message = f"{task_text.strip()}\n\n{workspace_overview(workspace)}"
+        if "Bash" in tools and ctx.bash_sandbox.note():  # disabled or unsandboxed: said in the trace too
+            first_message += f"\n{ctx.bash_sandbox.note()}"
         trace.emit(
             RunStarted(
                 run_id=run_id,
@@ -336,7 +342,7 @@ class MainAgent:
         answer: str | None,
         ctx: MainToolContext,
         workspace: Workspace,
-        scratch: Path | None,
+        scratch: ScratchCopy | None,
     ) -> MainRunResult:
         merged = merge_outcomes(outcomes)
         verdict = checks[-1][0].verdict if checks else None
@@ -368,8 +374,10 @@ class MainAgent:
             verdict=verdict,
             target=str(self.target),
             workspace=str(workspace.root),
-            scratch_path=str(scratch) if scratch else None,
-            changed_files=changed_files(self.target, scratch) if scratch else [],
+            scratch_path=str(scratch.root) if scratch else None,
+            changed_files=scratch.changed_files() if scratch else [],  # from the copy's own manifest
+            scratch_notes=scratch.notes if scratch else [],
+            bash_sandbox=ctx.bash_sandbox.status() if "Bash" in self.profile.tools else "",
             trace_path=str(run.trace_path),
         )
 

@@ -64,6 +64,11 @@ class AgentProfile(BaseModel):
     """Upper bound on one Bash command's wall-clock time."""
     ask_policy: Literal["allow", "deny"] = "deny"
     """Bash commands that are neither clearly safe nor clearly dangerous: run them or refuse them."""
+    bash_sandbox: Literal["bwrap", "none"] = "bwrap"
+    """``bwrap``: Bash runs inside bubblewrap (Debian package ``bubblewrap``) and is disabled where
+    that cannot run; ``none``: an explicit opt-in to unsandboxed Bash, recorded in the result."""
+    bash_ro_paths: tuple[str, ...] = ()
+    """Extra directories Bash's sandbox mounts read-only (the harness's Python always is)."""
 
     @model_validator(mode="after")
     def _invariants(self) -> AgentProfile:

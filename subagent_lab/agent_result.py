@@ -81,6 +81,10 @@ class MainRunResult(LoopOutcome):
     scratch_path: str | None = None
     changed_files: list[str] = Field(default_factory=list)
     """Workspace files that differ from the target (scratch runs only)."""
+    scratch_notes: list[str] = Field(default_factory=list)
+    """What the scratch copy left out or rewrote, and why (FIFOs, secrets, links leading out)."""
+    bash_sandbox: str = ""
+    """How Bash ran: ``bwrap``, ``disabled: <why>`` or ``none: unsandboxed (...)``."""
     trace_path: str
 
 

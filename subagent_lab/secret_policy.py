@@ -77,11 +77,8 @@ def _undecorated(name: str) -> str | None:
     return base if base and base != name else None
 
 
-def is_secret_name(rel: str) -> bool:
-    """Whether a relative path names a secret by the name policy (see the module docstring)."""
-    parts = [part.lower() for part in _parts(rel)]
-    if not parts:
-        return False
+def _in_secret_place(parts: list[str]) -> bool:
+    """A secret directory or a secret run of components anywhere in the (lower-cased) path."""
     if any(part in SECRET_DIRS for part in parts):
         return True
     if _RUN_HEADS.intersection(parts):  # rarely true: Glob calls this for every entry it walks
@@ -89,6 +86,24 @@ def is_secret_name(rel: str) -> bool:
             for start in range(len(parts) - len(run) + 1):
                 if tuple(parts[start : start + len(run)]) == run:
                     return True
+    return False
+
+
+def is_secret_dir(rel: str) -> bool:
+    """Whether a relative directory path is secret as a whole (``.ssh``, ``.config/gcloud`` ...).
+
+    Name patterns such as ``credentials*`` are for files: a ``credentials/`` package is not secret.
+    """
+    return _in_secret_place([part.lower() for part in _parts(rel)])
+
+
+def is_secret_name(rel: str) -> bool:
+    """Whether a relative path names a secret by the name policy (see the module docstring)."""
+    parts = [part.lower() for part in _parts(rel)]
+    if not parts:
+        return False
+    if _in_secret_place(parts):
+        return True
     name: str | None = parts[-1]
     for _ in range(4):  # ".env.bak~" is a copy of a copy
         if name is None:

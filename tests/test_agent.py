@@ -555,7 +555,9 @@ def test_bash_timeout_output_cap_and_scrubbed_env(workspace: Path, monkeypatch: 
     monkeypatch.setenv("GITHUB_TOKEN", "another-secret")
     env_out = bash(ctx, "env")
     assert "very-secret-value" not in env_out and "another-secret" not in env_out
-    assert f"HOME={workspace.resolve()}" in env_out
+    # HOME is an empty tmpfs in the sandbox, never the workspace (a repo-shipped .gitconfig would
+    # otherwise become git's global config)
+    assert "HOME=/tmp/home" in env_out and f"HOME={workspace.resolve()}" not in env_out
 
 
 # --- the profile ---------------------------------------------------------------------------------

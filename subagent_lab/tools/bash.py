@@ -1,9 +1,14 @@
-"""The Bash tool (main agent only): one shell command in the workspace, classified before it runs.
+"""The Bash tool (main agent only): one shell command in the workspace, inside an OS sandbox.
 
-``classify_command`` sorts a command line into ``allow`` (a small list of read-only commands),
-``deny`` (destructive, networked, privileged or escaping commands) and ``ask`` (everything else).
-``ask`` follows the agent's ask policy, which denies by default. The classifier is conservative
-and syntactic; the scratch copy the main agent works in is the second line of defence.
+Two layers, with different jobs. ``classify_command`` is the policy layer the user sees: it sorts
+a command line into ``allow`` (a small list of read-only commands), ``deny`` (destructive,
+networked, privileged or escaping commands, refused with the reason) and ``ask`` (everything
+else), and ``ask`` follows the agent's ask policy, which denies by default. It is syntactic and
+can be fooled (bash expands the line after it was checked), so it is not the boundary: the
+command runs in bubblewrap (``subagent_lab.tools.bwrap``), where only the workspace (the scratch
+copy) is writable, nothing else of the host's files but the system is visible, there is no
+network, and no process outlives the call. Where bubblewrap cannot run, Bash is disabled unless
+the profile opts into running it unsandboxed (``bash_sandbox: none``).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import IO, Literal, Protocol
 
 from subagent_lab.sandbox import Workspace
 from subagent_lab.tools.base import ToolDeniedError, ToolError
+from subagent_lab.tools.bwrap import BashSandbox, run_bwrap
 
 Verdict = Literal["allow", "ask", "deny"]
 
@@ -55,7 +61,6 @@ _REDIRECTS = {">", ">>", ">|", "&>", "&>>", ">&", "<", "<<", "<<<", "<>"}
 _FORK_BOMB = re.compile(r"(\w+|:)\s*\(\s*\)\s*\{[^}]*\1\s*\|\s*\1")
 _SUBSTITUTION = re.compile(r"\$\(([^()]*)\)|`([^`]*)`|[<>]\(([^()]*)\)")
 _PARENT = re.compile(r"(^|/)\.\.(/|$)")
-_SECRET_ENV = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH)")
 _RANK: dict[Verdict, int] = {"allow": 0, "ask": 1, "deny": 2}
 
 
@@ -193,7 +198,11 @@ def classify_command(command: str, root: str | None = None) -> Verdict:
 
 
 class BashContext(Protocol):
-    """What Bash needs: the workspace, the ask policy and the per-command time limit."""
+    """What Bash needs: the workspace, the ask policy and the per-command time limit.
+
+    A context may also carry ``bash_sandbox`` (a ``BashSandbox``); without one Bash runs in
+    bubblewrap with the default mounts.
+    """
 
     @property
     def workspace(self) -> Workspace: ...
@@ -205,11 +214,11 @@ class BashContext(Protocol):
     def bash_timeout_s(self) -> int: ...
 
 
-def scrubbed_env(home: str) -> dict[str, str]:
-    """The process environment without secrets, with HOME pointing into the workspace."""
-    env = {k: v for k, v in os.environ.items() if not _SECRET_ENV.search(k)}
-    env.update(HOME=home, GIT_TERMINAL_PROMPT="0", PAGER="cat", GIT_PAGER="cat", TERM="dumb")
-    env.update(PYTHONDONTWRITEBYTECODE="1")
+def unsandboxed_env(home: str) -> dict[str, str]:
+    """The environment of an unsandboxed command: an allow-list, HOME an empty directory of its own."""
+    env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "TZ") if k in os.environ}
+    env.update(HOME=home, TMPDIR=home, GIT_TERMINAL_PROMPT="0", PAGER="cat", GIT_PAGER="cat", TERM="dumb")
+    env.update(GIT_CONFIG_NOSYSTEM="1", PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1")
     return env
 
 
@@ -229,12 +238,21 @@ def bash(ctx: BashContext, command: str, timeout_s: int = 60) -> str:
 
     Read-only commands (ls, cat, grep, find, git status/diff/log, pytest ...) run directly;
     destructive, networked or escaping commands (sudo, curl, rm -rf, paths outside the
-    workspace) are refused, and other commands need approval. Output is capped (head and tail).
+    workspace) are refused, and other commands need approval. Commands run in a sandbox: only
+    the workspace is writable and visible, there is no network, and background processes end
+    with the command. Output is capped (head and tail).
 
     Args:
         command: The command line, run with bash in the workspace root.
         timeout_s: Seconds before the command is killed (capped by the agent's limit).
     """
+    sandbox: BashSandbox = getattr(ctx, "bash_sandbox", None) or BashSandbox()
+    problem = sandbox.problem()
+    if problem is not None:
+        raise ToolDeniedError(
+            f"Bash is disabled: it runs only inside an OS sandbox, and {problem}. Use Read, Grep, Glob "
+            "and Edit instead (an operator can opt into unsandboxed Bash with bash_sandbox: none)."
+        )
     root = str(ctx.workspace.root)
     verdict, reason = explain_command(command, root=root)
     if verdict == "deny":
@@ -245,16 +263,35 @@ def bash(ctx: BashContext, command: str, timeout_s: int = 60) -> str:
             f"approval: {', '.join(sorted(SAFE_COMMANDS))}, git status/diff/log/show, python -m pytest"
         )
     limit = max(1, min(timeout_s, ctx.bash_timeout_s))
-    shell = shutil.which("bash") or "/bin/bash"
     script = f"ulimit -f {FILE_SIZE_LIMIT_BLOCKS} 2>/dev/null\n{command}"
     with tempfile.TemporaryFile() as out:
+        if sandbox.mode == "bwrap":
+            binary = sandbox.executable()
+            assert binary is not None  # problem() said it runs
+            shell = ["/bin/bash", "--noprofile", "--norc", "-c", script]
+            try:
+                code, timed_out = run_bwrap(sandbox, binary, root, shell, out, limit)
+            except OSError as exc:
+                raise ToolError(f"cannot start the sandbox: {exc.strerror}") from None
+        else:
+            code, timed_out = _run_unsandboxed(root, script, out, limit)
+        size = os.fstat(out.fileno()).st_size
+        text = _read_capped(out, size)
+    status = f"timed out after {limit}s; the command was killed" if timed_out else f"exit code {code}"
+    return f"[{status}]\n{text}" if text.strip() else f"[{status}] (no output)"
+
+
+def _run_unsandboxed(root: str, script: str, out: IO[bytes], limit: int) -> tuple[int, bool]:
+    """The opt-in fallback: bash in the workspace, its own process group, HOME a fresh empty directory."""
+    shell = shutil.which("bash") or "/bin/bash"
+    with tempfile.TemporaryDirectory(prefix="subagent-bash-home-") as home:
         try:
             proc = subprocess.Popen(
                 [shell, "--noprofile", "--norc", "-c", script],
                 cwd=root,
-                env=scrubbed_env(root),
+                env=unsandboxed_env(home),
                 stdin=subprocess.DEVNULL,
-                stdout=out,  # a file, not a pipe: huge output costs disk, not memory, and never blocks
+                stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group, so a timeout kills grandchildren too
             )
@@ -267,11 +304,8 @@ def bash(ctx: BashContext, command: str, timeout_s: int = 60) -> str:
             timed_out = True
             _kill_group(proc.pid)
             code = proc.wait()
-        _kill_group(proc.pid)  # background jobs the command left behind
-        size = os.fstat(out.fileno()).st_size
-        text = _read_capped(out, size)
-    status = f"timed out after {limit}s; the command was killed" if timed_out else f"exit code {code}"
-    return f"[{status}]\n{text}" if text.strip() else f"[{status}] (no output)"
+        _kill_group(proc.pid)  # background jobs the command left behind (setsid escapes this)
+    return code, timed_out
 
 
 def _kill_group(pid: int) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from subagent_lab.permissions import AskPolicy
@@ -16,6 +16,7 @@ from subagent_lab.sandbox import Workspace
 from subagent_lab.task_tool import TaskContext, task
 from subagent_lab.tools.base import Tool
 from subagent_lab.tools.bash import bash
+from subagent_lab.tools.bwrap import BashSandbox
 from subagent_lab.tools.edit import ReadStamps, edit, tracked_read
 from subagent_lab.tools.readonly import GLOB, GREP
 
@@ -29,6 +30,7 @@ class MainToolContext:
     task: TaskContext
     ask_policy: AskPolicy
     bash_timeout_s: int
+    bash_sandbox: BashSandbox = field(default_factory=BashSandbox)
 
 
 def _bind(tool: Tool, pick: Callable[[MainToolContext], Any]) -> Tool:

@@ -208,13 +208,20 @@ def test_seed_and_temperature_overrides_reach_every_request(make_launcher: Launc
 # --- one spec builder ---------------------------------------------------------------------------
 
 NOT_LOOP_FIELDS = {
-    RuntimeProfile: {"name", "description", "system_prompt", "tools", "model"},
+    RuntimeProfile: {
+        "name", "description", "system_prompt", "tools", "model",
+        # tool settings, not loop limits (issue 10's scaffold work)
+        "tool_interface", "grep_max_matches", "read_window", "glob_max_results",
+    },
     AgentProfile: {
         "description", "system_prompt", "system_prompt_file", "tools", "model", "children_token_cap",
         "verify", "max_verification_retries", "accept_unverified", "bash_timeout_s", "ask_policy",
+        "bash_sandbox", "bash_ro_paths",
     },
 }  # fmt: skip
-"""Profile fields that are not loop limits. A new profile field must reach the LoopSpec or be here."""
+"""Profile fields that are not loop limits. A new profile field must reach the LoopSpec (same name,
+or ``launcher._RENAMED``) or be listed here: a limit the builder silently drops is the bug this
+test exists for."""
 
 
 def _differing(profile: Any, spec: LoopSpec) -> dict[str, tuple[Any, Any]]:

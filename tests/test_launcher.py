@@ -173,7 +173,7 @@ def test_a_failing_parent_trace_does_not_lose_the_child(
 def test_harness_bug_outside_the_loop_is_recorded_once(
     make_launcher: LauncherFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(names: Any) -> Any:
+    def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("tool registry bug")
 
     monkeypatch.setattr(launcher_module, "build_tools", broken)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from subagent_lab.bench import suite as suite_mod
-from subagent_lab.bench.scoring import admits_absence, keyword_hits, score_run
+from subagent_lab.bench.scoring import admits_absence, countable_keywords, keyword_hits, score_run
 from subagent_lab.bench.suite import (
     PINNED_VERSIONS,
     BenchTask,
@@ -158,7 +158,10 @@ def test_check_gold_reports_drift(tmp_path: Path) -> None:
 
 
 def _task(
-    kind: TaskKind = "locate", gold: list[GoldSpan] | None = None, keywords: tuple[str, ...] = ()
+    kind: TaskKind = "locate",
+    gold: list[GoldSpan] | None = None,
+    keywords: tuple[str, ...] = (),
+    prompt: str = "a synthetic task for the scoring tests",
 ) -> BenchTask:
     if gold is None:
         gold = [] if kind == "absent" else [GoldSpan(path="mod.py", start=10, end=12, anchor="x")]
@@ -166,7 +169,7 @@ def _task(
         id="t",
         kind=kind,
         package="jinja2",
-        prompt="a synthetic task for the scoring tests",
+        prompt=prompt,
         gold=tuple(gold),
         keywords=keywords,
         difficulty="easy",
@@ -274,7 +277,39 @@ def test_keyword_recall(workspace: Path) -> None:
     assert score.keyword_recall == 0.5
     assert keyword_hits(("loader",), "the loaders") == ["loader"]
     assert keyword_hits(("int",), "print(x)") == []
-    assert score_run(_task(), _payload(), workspace).keyword_recall == 1.0
+    # No keyword to count: recall is undefined (was 1.0), and quality leaves it out.
+    none = score_run(_task(), _payload(evidence=["mod.py:11"]), workspace)
+    assert none.keyword_recall is None and none.quality == 1.0
+
+
+def test_keywords_from_the_task_text_earn_nothing(workspace: Path) -> None:
+    task = _task(
+        keywords=("FileSystemLoader", "get_source", "loaders.py"),
+        prompt="Find where the FileSystemLoader class reads a template from disk.",
+    )
+    assert countable_keywords(task) == ("get_source", "loaders.py")
+    parrot = score_run(task, _payload("The FileSystemLoader class reads templates."), workspace)
+    assert parrot.keyword_recall == 0.0
+    assert parrot.keywords_in_task == ["FileSystemLoader"]
+    found = score_run(task, _payload("FileSystemLoader.get_source in loaders.py"), workspace)
+    assert found.keyword_recall == 1.0
+    half = score_run(task, _payload("get_source reads it"), workspace)
+    assert half.keyword_recall == 0.5
+
+
+def test_all_keywords_in_the_task_text_leave_recall_out_of_quality(workspace: Path) -> None:
+    task = _task(keywords=("Loader", "cache"), prompt="Explain how the Loaders use the cache.")
+    assert countable_keywords(task) == ()
+    score = score_run(task, _payload("The loader uses the cache.", ["mod.py:11", "other.py:1"]), workspace)
+    assert score.keyword_recall is None
+    assert score.keywords_in_task == ["Loader", "cache"]
+    assert score.quality == pytest.approx((1.0 + 0.5) / 2)  # gold recall and precision only
+
+
+def test_the_suite_keeps_keywords_that_count() -> None:
+    # Every present task must reward something beyond restating its prompt.
+    for task in PRESENT:
+        assert countable_keywords(task), task.id
 
 
 @pytest.mark.parametrize(

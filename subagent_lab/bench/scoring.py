@@ -63,8 +63,12 @@ class Score(BaseModel):
     """Share of gold spans whose file is cited by some evidence item (1 with no gold)."""
     gold_recall_line: float = 0.0
     """Share of gold spans overlapped by some evidence item, within the line tolerance."""
-    keyword_recall: float = 0.0
-    """Share of task keywords found in summary + findings (1 when the task has none)."""
+    keyword_recall: float | None = 0.0
+    """Share of the countable keywords (``countable_keywords``: the task's keywords that its
+    prompt does not already contain) found in summary + findings; None when there is none to
+    count, and then left out of ``quality``."""
+    keywords_in_task: list[str] = Field(default_factory=list)
+    """Keywords not counted because the task text already contains them (restating earns nothing)."""
     admits_absence: bool = False
     """The summary or findings say the thing was not found / does not exist."""
     invented_evidence: bool = False
@@ -104,6 +108,16 @@ def keyword_hits(keywords: tuple[str, ...] | list[str], text: str) -> list[str]:
         if re.search(pattern, text, re.IGNORECASE):
             hits.append(keyword)
     return hits
+
+
+def countable_keywords(task: BenchTask) -> tuple[str, ...]:
+    """The task's keywords that do not already occur in its prompt (matched as ``keyword_hits``).
+
+    An answer that restates the question would find those for free, so they say nothing about
+    what the child found; only the others count toward ``keyword_recall``.
+    """
+    given = set(keyword_hits(task.keywords, task.prompt))
+    return tuple(keyword for keyword in task.keywords if keyword not in given)
 
 
 def admits_absence(text: str) -> bool:
@@ -148,7 +162,9 @@ def score_run(
 
     * contract invalid: 0;
     * present tasks (locate/trace/enumerate/explain): the mean of ``gold_recall_line``,
-      ``evidence_precision_line`` and ``keyword_recall``;
+      ``evidence_precision_line`` and ``keyword_recall``, the last left out when it is None
+      (no keyword to count: the task has none, or its prompt already contains them all, so
+      neither 0 nor 1 would be earned);
     * ``absent`` tasks: 1 if the answer admits absence and cites no evidence, else 0.
     """
     result, errors = _validate(payload)
@@ -157,7 +173,8 @@ def score_run(
 
     root = root.resolve()
     text = "\n".join([result.summary, *result.findings])
-    keyword_recall = len(keyword_hits(task.keywords, text)) / len(task.keywords) if task.keywords else 1.0
+    countable = countable_keywords(task)
+    keyword_recall = len(keyword_hits(countable, text)) / len(countable) if countable else None
     absence = admits_absence(text)
     evidence = result.evidence
     checks = ground_evidence(evidence, root)
@@ -201,7 +218,8 @@ def score_run(
     if task.kind == "absent":
         quality = 1.0 if absence and n_evidence == 0 else 0.0
     else:
-        quality = _mean([recall_line, precision_line, keyword_recall])
+        parts = [recall_line, precision_line]
+        quality = _mean(parts if keyword_recall is None else [*parts, keyword_recall])
 
     return Score(
         task_id=task.id,
@@ -215,6 +233,7 @@ def score_run(
         gold_recall_file=recall_file,
         gold_recall_line=recall_line,
         keyword_recall=keyword_recall,
+        keywords_in_task=[k for k in task.keywords if k not in countable],
         admits_absence=absence,
         invented_evidence=invented,
         missed_gold=[span.label for span, hit in zip(task.gold, gold_line_hit, strict=True) if not hit],

@@ -1,55 +1,190 @@
-"""llama-cpp-python's OpenAI-compatible server, keeping every configured model loaded.
+"""The embedded engine: one llama.cpp ``llama-server`` per model behind one router port.
 
-Stock llama-cpp-python 0.3.16 holds one model at a time: switching alias reloads the weights and
-loses the KV cache (measured: alternating light/main requests took 3.0-3.2 s instead of 2.0 s).
-Run as ``python -m subagent_lab.llama_server --config_file F`` (the same CLI as
-``python -m llama_cpp.server``). It relies on internals of the pinned llama-cpp-python version.
+Run as ``python -m subagent_lab.llama_server --config_file F``. It starts a ``llama-server``
+process for each model in ``F`` (each on a private loopback port, with its own parallel slots and
+prompt cache), waits until every one is healthy, then serves one OpenAI-compatible endpoint that
+forwards each request to the model it names: ``model`` in a JSON body, else a ``?model=`` query
+(``/tokenize``, ``/apply-template``, ``/metrics``). ``GET /v1/models`` and ``/health`` answer for
+all models. One URL serves both aliases, as the previous engine did, so clients and the lifecycle
+code (pid file, health probe, stop) stay the same.
+
+The router is a thin byte pipe (one thread per connection): it adds about a millisecond to calls
+that take seconds. When ``PARENT_ENV`` names a pid, the router stops itself and its backends once
+that process is gone (``atexit`` cannot run when the parent is killed).
 """
 
 from __future__ import annotations
 
+import argparse
+import http.client
+import json
 import os
 import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 PARENT_ENV = "SUBAGENT_LAB_SERVER_PARENT"
-"""When set to a pid, the server stops itself once that process is gone (atexit cannot run on SIGKILL)."""
+"""When set to a pid, the server stops itself once that process is gone."""
+BACKEND_TIMEOUT_S = 3600.0
+_HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
 
 
-def main() -> None:
-    """Run llama-cpp-python's server (same CLI) keeping every configured model loaded."""
-    import llama_cpp.server.__main__ as llama_main
-    import llama_cpp.server.app as llama_app
-    from llama_cpp.server.model import LlamaProxy
+def backend_command(binary: str, model: dict[str, Any], port: int) -> list[str]:
+    """The ``llama-server`` command line for one model of the router config."""
+    slots = int(model["parallel"])
+    return [
+        binary,
+        "--model", str(model["path"]),
+        "--alias", str(model["alias"]),
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        # llama-server splits --ctx-size evenly over the slots: each slot gets ctx_per_slot.
+        "--ctx-size", str(int(model["ctx_per_slot"]) * slots),
+        "--parallel", str(slots),
+        "--threads", str(model["threads"]),
+        "--threads-batch", str(model["threads"]),
+        "--batch-size", str(model.get("batch_size", 512)),
+        "--jinja",  # the GGUF's chat template, with native tool-call parsing (Qwen's <tool_call>)
+        "--metrics",
+        "--no-webui",
+        "--cache-reuse", "256",  # reuse a cached prefix chunk even after a compaction edit
+        "--seed", "0",
+    ]  # fmt: skip
 
-    class ResidentLlamaProxy(LlamaProxy):
-        """Loads every model once at start; requests pick one by alias without reloading."""
 
-        def __init__(self, models: list[Any]) -> None:
-            super().__init__(models)
-            self._resident = {self._default_model_alias: self._current_model}
-            for alias, settings in self._model_settings_dict.items():
-                if alias not in self._resident:
-                    self._resident[alias] = self.load_llama_from_model_settings(settings)
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
-        def __call__(self, model: str | None = None) -> Any:
-            alias = model if model in self._resident else self._default_model_alias
-            return self._resident[alias]
 
-        def free(self) -> None:
-            for llama in self._resident.values():
-                if llama is not None:
-                    llama.close()
-            self._resident.clear()
+class _Backends:
+    """The llama-server processes, by alias."""
 
-    # set_llama_proxy() looks the class up in the app module's globals at start-up.
-    llama_app.LlamaProxy = ResidentLlamaProxy  # type: ignore[misc]
-    parent = os.environ.get(PARENT_ENV)
-    if parent:
-        threading.Thread(target=exit_with_parent, args=(int(parent),), daemon=True).start()
-    llama_main.main()
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.ports: dict[str, int] = {}
+        self.procs: list[subprocess.Popen[bytes]] = []
+        for model in config["models"]:
+            port = _free_port()
+            command = backend_command(config["binary"], model, port)
+            print(f"[router] starting {model['alias']}: {' '.join(command)}", flush=True)
+            self.procs.append(subprocess.Popen(command, stdin=subprocess.DEVNULL))
+            self.ports[model["alias"]] = port
+        self.default = next(iter(self.ports))
+
+    def wait_healthy(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        pending = dict(self.ports)
+        while pending:
+            for proc in self.procs:
+                if proc.poll() is not None:
+                    raise SystemExit(f"[router] a llama-server exited with code {proc.returncode} at start")
+            for alias, port in list(pending.items()):
+                status, _, _ = forward(port, "GET", "/health", b"", {}, timeout_s=2.0)
+                if status == 200:
+                    print(f"[router] {alias} ready on 127.0.0.1:{port}", flush=True)
+                    pending.pop(alias)
+            if time.monotonic() > deadline:
+                raise SystemExit(f"[router] {sorted(pending)} not healthy within {timeout_s:.0f} s")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def forward(
+    port: int, method: str, path: str, body: bytes, headers: dict[str, str], *, timeout_s: float
+) -> tuple[int, list[tuple[str, str]], bytes]:
+    """One request to a backend; (status, headers, body), status 502 when it cannot be reached."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
+    try:
+        conn.request(method, path, body=body or None, headers=headers)
+        resp = conn.getresponse()
+        return resp.status, resp.getheaders(), resp.read()
+    except (OSError, http.client.HTTPException) as exc:
+        message = json.dumps({"error": {"message": f"backend on port {port} failed: {exc}", "code": 502}})
+        return 502, [("Content-Type", "application/json")], message.encode()
+    finally:
+        conn.close()
+
+
+def _model_of(path: str, body: bytes) -> str | None:
+    query = parse_qs(urlsplit(path).query).get("model")
+    if query:
+        return query[0]
+    if body[:1] == b"{":
+        try:
+            value = json.loads(body).get("model")
+        except (ValueError, AttributeError):
+            return None
+        return value if isinstance(value, str) else None
+    return None
+
+
+def make_handler(backends: _Backends) -> type[BaseHTTPRequestHandler]:
+    """The router's request handler over ``backends``."""
+
+    class Router(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _reply(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+            self.send_response(status)
+            for name, value in headers:
+                if name.lower() not in _HOP_HEADERS:
+                    self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _json(self, status: int, value: Any) -> None:
+            self._reply(status, [("Content-Type", "application/json")], json.dumps(value).encode())
+
+        def _handle(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            route = urlsplit(self.path).path
+            if route in ("/v1/models", "/models") and self.command == "GET":
+                data = [
+                    {"id": alias, "object": "model", "owned_by": "subagent_lab"} for alias in backends.ports
+                ]
+                return self._json(200, {"object": "list", "data": data})
+            if route == "/health":
+                states = {
+                    a: forward(p, "GET", "/health", b"", {}, timeout_s=5)[0]
+                    for a, p in backends.ports.items()
+                }
+                ok = all(code == 200 for code in states.values())
+                return self._json(200 if ok else 503, {"status": "ok" if ok else "loading", "models": states})
+            alias = _model_of(self.path, body) or backends.default
+            if alias not in backends.ports:
+                return self._json(
+                    404, {"error": {"message": f"model {alias!r} is not served here", "code": 404}}
+                )
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_HEADERS}
+            status, out_headers, out = forward(
+                backends.ports[alias], self.command, self.path, body, headers, timeout_s=BACKEND_TIMEOUT_S
+            )
+            self._reply(status, out_headers, out)
+
+        do_GET = do_POST = _handle
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # the backends log every request with timings
+
+    return Router
 
 
 def exit_with_parent(parent: int) -> None:
@@ -59,5 +194,33 @@ def exit_with_parent(parent: int) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
+def main(argv: list[str] | None = None) -> None:
+    """Start the backends of ``--config_file``, then route requests until SIGTERM."""
+    parser = argparse.ArgumentParser(prog="python -m subagent_lab.llama_server")
+    parser.add_argument("--config_file", required=True)
+    args = parser.parse_args(argv)
+    with open(args.config_file, encoding="utf-8") as fh:
+        config = json.load(fh)
+    backends = _Backends(config)
+
+    def _stop(signum: int, frame: object) -> None:
+        backends.stop()
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    parent = os.environ.get(PARENT_ENV)
+    if parent:
+        threading.Thread(target=exit_with_parent, args=(int(parent),), daemon=True).start()
+    try:
+        backends.wait_healthy(float(config.get("startup_timeout_s", 300)))
+        httpd = ThreadingHTTPServer((config["host"], int(config["port"])), make_handler(backends))
+        httpd.daemon_threads = True
+        print(f"[router] serving {sorted(backends.ports)} on {config['host']}:{config['port']}", flush=True)
+        httpd.serve_forever()
+    finally:
+        backends.stop()
+
+
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -1,11 +1,11 @@
-"""The embedded OpenAI-compatible model server (llama-cpp-python) serving both default models.
+"""The embedded OpenAI-compatible model server: llama.cpp's ``llama-server``, one per model.
 
 ``ensure_server`` reuses a healthy server at ``server.host:server.port`` or starts one as a
 detached process (log, pid file and generated config under ``<cache_root>/server``), waiting
-for readiness. Only models whose ``base_url`` is None are served here. Run as a module
-(``python -m subagent_lab.llama_server --config_file F``) it is llama-cpp-python's own server, except
-that every configured model stays loaded: stock 0.3.16 keeps one model at a time and reloads on
-each alias switch (~0.5-1 s, and the KV cache of the other model is lost).
+for readiness. Only models whose ``base_url`` is None are served here. The process started is
+``python -m subagent_lab.llama_server --config_file F``: a router that runs one ``llama-server``
+per embedded model (built by ``scripts/setup.sh`` from the llama.cpp sources vendored in the
+pinned llama-cpp-python sdist) and serves both aliases on one port.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
-import importlib.util
 import json
 import os
 import signal
@@ -114,28 +113,40 @@ def _threads(server: ServerConfig) -> int:
     return len(affinity(0)) if affinity else os.cpu_count() or 1
 
 
+LLAMA_CPP_BUILD = "llama-cpp-python-0.3.16-vendored-4227c9b"
+"""The llama.cpp source ``scripts/setup.sh`` builds ``llama-server`` from (the tree vendored in the
+pinned llama-cpp-python sdist, llama.cpp commit 4227c9b); names the cached build directory."""
+
+
+def llama_server_binary() -> Path:
+    """``$SUBAGENT_LAB_LLAMA_SERVER``, else the binary ``scripts/setup.sh`` builds into the cache."""
+    env = os.environ.get("SUBAGENT_LAB_LLAMA_SERVER")
+    if env:
+        return Path(env).expanduser()
+    return weights.cache_root() / "llama.cpp" / LLAMA_CPP_BUILD / "bin" / "llama-server"
+
+
 def server_settings(config: LabConfig, model_paths: dict[str, Path]) -> dict[str, Any]:
-    """The llama-cpp-python ``--config_file`` content for ``model_paths`` (choice -> GGUF)."""
-    threads = _threads(config.server)
+    """The router's ``--config_file`` content for ``model_paths`` (choice -> GGUF)."""
+    srv = config.server
     models = [
         {
-            "model": str(path),
-            "model_alias": weights.SPECS[choice].alias,
-            "n_ctx": config.server.n_ctx,
-            "n_threads": threads,
-            "n_threads_batch": threads,
-            # The server's default logits_all=True allocates n_ctx x vocab floats (~10 GB at 16k).
-            "logits_all": False,
-            # chat_format stays unset: the GGUF's own (Qwen) template is used.
-            # No prompt cache: saving the state after each reply costs ~0.35 s per 1k tokens on
-            # these CPUs, while the live context already reuses the common prefix of a run.
-            "cache": False,
-            # verbose puts llama.cpp's load info and per-request timings into the log file.
-            "verbose": True,
+            "alias": weights.SPECS[choice].alias,
+            "path": str(path),
+            "ctx_per_slot": srv.n_ctx,
+            "parallel": srv.parallel,
+            "threads": _threads(srv),
+            "batch_size": srv.batch_size,
         }
         for choice, path in model_paths.items()
     ]
-    return {"host": config.server.host, "port": config.server.port, "models": models}
+    return {
+        "host": srv.host,
+        "port": srv.port,
+        "binary": str(llama_server_binary()),
+        "startup_timeout_s": srv.startup_timeout_s,
+        "models": models,
+    }
 
 
 def _tail(path: Path, lines: int = 30) -> str:
@@ -170,12 +181,8 @@ def probe(
         except httpx.ConnectError:
             return "free", "nothing listens"
         except httpx.TimeoutException:
-            # /v1/models waits for the model lock while a request runs; /openapi.json does not.
-            try:
-                title = client.get(f"{base}/openapi.json").json()["info"]["title"]
-            except (httpx.HTTPError, ValueError, KeyError, TypeError):
-                return "foreign", "it does not answer HTTP"
-            return ("busy", "llama.cpp server busy") if "llama.cpp" in title else ("foreign", title)
+            # The router answers /v1/models from its own table, even while the models compute.
+            return "foreign", "it does not answer HTTP"
         except httpx.HTTPError as exc:
             return "foreign", f"not an HTTP model server ({type(exc).__name__})"
     try:
@@ -217,23 +224,22 @@ def _handle(config: LabConfig, *, pid: int | None, started: bool) -> ServerHandl
 
 
 def default_command(config_path: Path) -> list[str]:
-    """The server command: llama-cpp-python's server with every model kept loaded."""
+    """The server command: the router that runs one ``llama-server`` per embedded model."""
     return [sys.executable, "-m", "subagent_lab.llama_server", "--config_file", str(config_path)]
 
 
 def _check_llama_installed() -> None:
-    needed = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette")
-    missing = [m for m in needed if not importlib.util.find_spec(m)]
-    if missing:
+    binary = llama_server_binary()
+    if not (binary.is_file() and os.access(binary, os.X_OK)):
         raise ServerError(
-            f"the embedded server needs llama-cpp-python[server]==0.3.16 in {sys.executable} (missing "
-            f"{missing}); run scripts/setup.sh, which builds a wheel without the AMX kernels that crash "
-            f"on some CPUs, then `pip install -e .[server]`"
+            f"the embedded server needs llama.cpp's llama-server at {binary}, which is missing; run "
+            f"scripts/setup.sh, which builds it (about 10 minutes on 2 cores, without the AMX kernels "
+            f"that crash on some CPUs), or set SUBAGENT_LAB_LLAMA_SERVER to an existing binary"
         )
 
 
 def prepare_server(config: LabConfig) -> list[str]:
-    """Check llama-cpp-python, assemble the weights, write the server config; returns the command."""
+    """Check llama-server, assemble the weights, write the server config; returns the command."""
     _check_llama_installed()
     cfg_path = _files(config.server)[0]
     cfg_path.parent.mkdir(parents=True, exist_ok=True)

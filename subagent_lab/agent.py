@@ -41,7 +41,8 @@ from subagent_lab.launcher import (
     loop_spec,
     workspace_overview,
 )
-from subagent_lab.loop import MIN_OUTPUT_TOKENS, LoopDeps, LoopOutcome, LoopSpec, run_loop
+from subagent_lab.budget import MIN_OUTPUT_TOKENS
+from subagent_lab.loop import LoopDeps, LoopOutcome, LoopSpec, run_loop
 from subagent_lab.models.base import Model
 from subagent_lab.permissions import AskPolicy, PermissionGate
 from subagent_lab.profiles import LabConfig, ModelConfig
@@ -51,7 +52,7 @@ from subagent_lab.task_tool import TaskContext
 from subagent_lab.tools.bwrap import BashSandbox
 from subagent_lab.tools.edit import ReadStamps
 from subagent_lab.tools.main_tools import MainToolContext, main_tools
-from subagent_lab.trace import PromptAdded, RunEnded, RunStarted, TraceWriter, new_id
+from subagent_lab.trace import PromptAdded, RunEnded, RunStarted, TraceWriter, new_id, to_json
 from subagent_lab.types import ConfigError, Message, ModelRequest, ModelResponse
 
 __all__ = ["MainAgent", "MainRunResult"]
@@ -184,7 +185,8 @@ class MainAgent:
             parent=ParentLink(session_id=self.session_id, run_id=run_id, trace_path=str(trace_path)),
         )
         # One redactor for parent and children: the parent's trace masks what the children's do.
-        trace = TraceWriter(trace_path, run_id, redactor=launcher._redactor())
+        redactor = launcher._redactor()
+        trace = TraceWriter(trace_path, run_id, redactor=redactor)
         launcher.parent_trace = trace
         ctx = MainToolContext(
             workspace=workspace,
@@ -286,6 +288,7 @@ class MainAgent:
                 workspace,
                 scratch,
             )
+            result = MainRunResult.model_validate_json(redactor(to_json(result)))  # masked like the trace
             trace.emit(RunEnded(run_id=run_id, step=result.steps, **ended_fields(result)))
         finally:
             trace.close()

@@ -1,10 +1,15 @@
-"""Token estimation and deterministic compaction that keep every prompt inside its budget."""
+"""Token estimation and deterministic compaction that keep every prompt inside its budget.
+
+Compaction shortens old tool observations instead of deleting them: the oldest first, keeping the
+most recent ones whole, so the newest evidence always stays in view. A shortened observation
+keeps its first lines and says so; calling the tool again is then not a repeat (see dispatch).
+"""
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from subagent_lab.types import Message
@@ -13,11 +18,11 @@ PER_MESSAGE_OVERHEAD = 6
 """Chat-template tokens around each message (role markers, separators)."""
 PROTOCOL_OVERHEAD = 400
 """Room for what an adapter adds to the prompt (the JSON action protocol and its tool list)."""
-SAFETY = 1.10
-"""Margin on estimates; the loop never starts a call whose estimated prompt + output could overshoot."""
-COMPACT_TARGET = 0.7
-"""Compaction shrinks the prompt to this share of the context budget, so it does not re-run every step."""
 KEEP_RECENT_RESULTS = 2
+"""Tool observations at the end of the conversation that compaction leaves whole."""
+SHORTENED_PREFIX = "[shortened"
+STUB_PREFIX = "[compacted"
+HEAD_LINES = 4
 
 
 def estimate_text(text: str) -> int:
@@ -38,49 +43,45 @@ def estimate_messages(messages: list[Message], tools: list[dict[str, Any]] | Non
     return total
 
 
-@dataclass
-class ContextMeter:
-    """Estimates prompt size, calibrated by the real prompt_tokens the server reported last time.
+def is_compacted(message: Message) -> bool:
+    """Whether compaction shortened or replaced this tool observation."""
+    return message.content.startswith((SHORTENED_PREFIX, STUB_PREFIX))
 
-    The calibration factor only ever raises estimates (never below the raw estimate), so an
-    estimator that undershoots on some text is corrected after one call.
-    """
 
-    calibration: float = 1.0
+def _shorten(message: Message) -> Message:
+    lines = message.content.splitlines()
+    head = "\n".join(lines[:HEAD_LINES])
+    note = (
+        f"{SHORTENED_PREFIX}: {message.name or 'tool'} output of {len(lines)} lines, first {HEAD_LINES} "
+        "kept to fit the context budget; call the tool again to see it all]"
+    )
+    return message.model_copy(update={"content": f"{note}\n{head}"})
 
-    def estimate(self, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> int:
-        return math.ceil(estimate_messages(messages, tools) * self.calibration * SAFETY)
 
-    def observe(self, raw_estimate: int, actual_prompt_tokens: int) -> None:
-        if raw_estimate > 0 and actual_prompt_tokens > 0:
-            self.calibration = max(1.0, actual_prompt_tokens / raw_estimate)
+def _stub(message: Message) -> Message:
+    note = f"{STUB_PREFIX}: {message.name or 'tool'} output removed to fit the context budget]"
+    return message.model_copy(update={"content": note})
 
 
 def compact(
-    messages: list[Message],
-    *,
-    budget: int,
-    meter: ContextMeter,
-    tools: list[dict[str, Any]] | None = None,
+    messages: list[Message], fits: Callable[[list[Message]], bool], *, keep_recent: int = KEEP_RECENT_RESULTS
 ) -> tuple[list[Message], int]:
-    """Replace the oldest tool observations with a short stub until the prompt fits ``budget``.
+    """Shorten tool observations, oldest first, until ``fits(messages)``; returns (messages, edits).
 
     Deterministic: the same history and budget always give the same result. The system prompt,
-    the task and the most recent observations are kept. Returns (messages, stubs written).
+    the task and the ``keep_recent`` newest observations are kept whole for as long as anything
+    else can give way; only then are they shortened too, and last of all old ones become stubs.
     """
-    target = int(budget * COMPACT_TARGET)
     out = list(messages)
-    tool_idx = [i for i, m in enumerate(out) if m.role == "tool" and not m.content.startswith("[compacted")]
-    candidates = tool_idx[:-KEEP_RECENT_RESULTS] + tool_idx[-KEEP_RECENT_RESULTS:]
-    done = 0
-    for i in candidates:
-        if meter.estimate(out, tools) <= target:
-            break
-        old = out[i]
-        stub = (
-            f"[compacted: {old.name or 'tool'} output of {len(old.content)} characters was removed "
-            "to fit the context budget; call the tool again if you need it]"
-        )
-        out[i] = old.model_copy(update={"content": stub})
-        done += 1
-    return out, done
+    tool_idx = [i for i, m in enumerate(out) if m.role == "tool"]
+    older, recent = tool_idx[: max(len(tool_idx) - keep_recent, 0)], tool_idx[-keep_recent:]
+    edits = 0
+    for indexes, edit in ((older, _shorten), (recent, _shorten), (older, _stub)):
+        for i in indexes:
+            if fits(out):
+                return out, edits
+            if (edit is _shorten and is_compacted(out[i])) or out[i].content.startswith(STUB_PREFIX):
+                continue
+            out[i] = edit(out[i])
+            edits += 1
+    return out, edits

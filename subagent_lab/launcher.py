@@ -27,6 +27,7 @@ from subagent_lab.permissions import PermissionGate
 from subagent_lab.profiles import LabConfig, ModelConfig, RuntimeProfile
 from subagent_lab.sandbox import Workspace
 from subagent_lab.tools.readonly import build_tools
+from subagent_lab.tools.simple import ObservationLimits
 from subagent_lab.trace import Redactor, RunEnded, RunStarted, SubagentEvent, TraceWriter, new_id, to_json
 from subagent_lab.types import ConfigError, Message, ModelChoice, RunStatus, TerminalReason, Usage
 
@@ -168,6 +169,8 @@ def default_model_factory(config: LabConfig) -> ModelFactory:
             max_retries=cfg.max_retries,
             timeout_s=cfg.timeout_s,
             error_hint=hint,
+            # The embedded server counts prompts with the model's own template and vocabulary.
+            count_url=config.server.root_url if cfg.base_url is None else None,
         )
 
     return make
@@ -210,8 +213,7 @@ class SubagentLauncher:
 
     def _redactor(self) -> Redactor:
         """Masks secrets, including every configured model's key whatever its variable is called."""
-        names = {cfg.api_key_env for cfg in self.config.models.values() if cfg and cfg.api_key_env}
-        return Redactor(extra_values=[os.environ[n] for n in sorted(names) if os.environ.get(n)])
+        return Redactor.for_config(self.config)
 
     def _model(self, choice: ModelChoice, cfg: ModelConfig) -> Model:
         with self._lock:
@@ -338,7 +340,15 @@ class SubagentLauncher:
             return outcome
         deps = LoopDeps(
             model=model,
-            tools=build_tools(profile.tools),
+            tools=build_tools(
+                profile.tools,
+                profile.tool_interface,
+                ObservationLimits(
+                    grep_max_matches=profile.grep_max_matches,
+                    read_window=profile.read_window,
+                    glob_max_results=profile.glob_max_results,
+                ),
+            ),
             gate=PermissionGate(mode="readonly_subagent", allowlist=frozenset(profile.tools)),
             tool_context=self.workspace,
             workspace_root=self.workspace.root,

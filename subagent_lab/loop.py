@@ -1,8 +1,11 @@
 """The one ReAct loop, shared by parent and child.
 
-``run_loop`` is the only place a ``Stop`` is caught; everything below it raises. Every model call
-is preceded by a budget decision: the prompt is fitted into the context budget (compaction), and a
-call whose estimated prompt plus its output cap could overshoot the total budget is never started.
+``run_loop`` is the only place a ``Stop`` is caught; everything below it raises. A turn is one
+short *action* (a brief thought and a tool call, or ``finish``); the final answer is a call of its
+own, whose evidence the grammar may limit to lines the tools showed. Every model call is preceded
+by a budget decision on the counted prompt (exact where the model has a tokenizer): the prompt is
+fitted into the context budget by compaction, and a call whose prompt plus output cap could
+overshoot the total budget is never started.
 """
 
 from __future__ import annotations
@@ -11,11 +14,14 @@ import time
 import traceback
 from typing import Any, Literal
 
-from subagent_lab.context import compact, estimate_messages
+from subagent_lab.budget import Budget
+from subagent_lab.context import compact
 from subagent_lab.contracts import contract_schema, ground_evidence, grounded_ratio, parse_contract
-from subagent_lab.dispatch import executed_calls, run_tools
+from subagent_lab.dispatch import FINISH, FINISH_SCHEMA, executed_calls, run_tools, seen_paths
 from subagent_lab.loop_state import LoopDeps, LoopOutcome, LoopSpec, RunState
 from subagent_lab.models.base import ModelCallError
+from subagent_lab.models.tokens import TokenCount, prompt_counter
+from subagent_lab.provenance import constrain_evidence, evidence_choices, seen_check
 from subagent_lab.trace import (
     BudgetDecision,
     Compacted,
@@ -38,28 +44,36 @@ from subagent_lab.types import (
     RunStatus,
     Stop,
     TerminalReason,
+    Usage,
 )
 
-MIN_OUTPUT_TOKENS = 48
-"""A call that could not produce at least this many tokens is not worth starting."""
-GRACE_PROMPT = (
-    "You have reached a limit ({why}). You cannot call tools any more. Reply now with your final "
-    'JSON answer as specified, with status "partial", reporting everything you found so far.'
+Purpose = Literal["step", "final", "repair", "grace"]
+COMPACT_TARGET = 0.7
+"""Compaction shrinks the prompt to this share of the context budget, so it does not run every step."""
+FINAL_PROMPT = (
+    "Now give your final answer as the JSON object described above, from what the tools showed you."
 )
-GRACE_PROMPT_FREE = (
-    "You have reached a limit ({why}). You cannot call tools any more. Reply now with your final "
-    "answer, reporting everything you found so far."
+FINAL_PROMPT_FREE = "Now give your final answer, from what the tools showed you."
+GRACE_PROMPT = (
+    "You have reached a limit ({why}). You cannot call tools any more. Give your final answer now, "
+    "reporting everything you found so far; say in it whether you finished."
 )
 NUDGE_PROMPT = (
-    "You have not looked at the workspace yet. Do not guess: call a tool first (for example Grep "
-    "for a name from the task), then answer from what you saw."
+    "You have not looked at the workspace yet. Do not guess: call a tool first (search for a name "
+    "from the task), then answer from what you saw."
 )
-REPAIR_PROMPT = "Your final answer was rejected:\n{errors}\nReply again with one corrected JSON object only."
+RETRY_PROMPT = (
+    "[Your last reply was not one complete action ({why}). Reply with one short action: a brief "
+    "thought and one tool call, or finish.]"
+)
+REPAIR_PROMPT = "Your final answer was rejected:\n{errors}\nReply again with one corrected answer only."
 
 
 def run_loop(spec: LoopSpec, deps: LoopDeps, messages: list[Message]) -> LoopOutcome:
     """Run until a contract is accepted or a ``Stop`` ends the run; always returns a value."""
-    state = RunState(messages=list(messages))
+    state = RunState(
+        messages=list(messages), budget=Budget(spec.total_token_budget, spec.context_token_budget)
+    )
     contract: dict[str, Any] | None = None
     try:
         while True:
@@ -68,7 +82,8 @@ def run_loop(spec: LoopSpec, deps: LoopDeps, messages: list[Message]) -> LoopOut
         reason, detail, contract = done.reason, done.detail, done.payload
     except Stop as stop:
         reason, detail = stop.reason, stop.detail
-        if reason in LIMIT_REASONS and spec.grace_turn:
+        # A grace answer from a child that never looked at the workspace would be a guess.
+        if reason in LIMIT_REASONS and spec.grace_turn and executed_calls(state) > 0:
             contract = _grace(spec, deps, state, stop)
     except Exception as exc:  # a harness bug: record it, never lose the run
         reason, detail = "crashed", "".join(traceback.format_exception(exc))[-4000:]
@@ -80,93 +95,155 @@ def run_loop(spec: LoopSpec, deps: LoopDeps, messages: list[Message]) -> LoopOut
 def _step(spec: LoopSpec, deps: LoopDeps, state: RunState) -> None:
     if state.steps >= spec.max_steps:
         raise LimitReached("max_steps", f"reached max_steps={spec.max_steps}")
-    tools = [t.schema() for t in deps.tools.values()]
-    allow_final = executed_calls(state) >= spec.min_tool_calls
-    response = _call_model(spec, deps, state, "step", tools, allow_final=allow_final)
+    response = _act(spec, deps, state)
     state.steps += 1
-    if not response.tool_calls and not allow_final:
-        # A constrained server cannot get here; a native-tools model that answers blind can.
+    if not response.parse_ok:
+        return _stale(spec, state)
+    finishing = not response.tool_calls or any(c.name == FINISH for c in response.tool_calls)
+    if finishing and executed_calls(state) < spec.min_tool_calls:
         state.messages.append(Message(role="assistant", content=response.text))
         _add_prompt(deps, state, "nudge", NUDGE_PROMPT)
-        return
-    if not response.tool_calls:
-        _finalize(spec, deps, state, response.text)
+        return _stale(spec, state)
+    if finishing:
+        _finish(spec, deps, state, response)
     calls = response.tool_calls
     state.messages.append(Message(role="assistant", content=response.text, tool_calls=calls))
-    state.messages.extend(run_tools(spec, deps, state, calls))
-    repeated = [c.name for c in calls if state.signatures[c.signature()] >= spec.loop_repeat_limit]
-    if repeated:
+    results, new = run_tools(spec, deps, state, calls)
+    state.messages.extend(results)
+    if new:
+        state.stale_turns = 0
+    else:
+        _stale(spec, state)
+
+
+def _stale(spec: LoopSpec, state: RunState) -> None:
+    state.stale_turns += 1
+    if state.stale_turns >= spec.max_stale_turns:
         raise LimitReached(
-            "loop_detected", f"{repeated[0]} called {spec.loop_repeat_limit} times with the same arguments"
+            "loop_detected", f"{state.stale_turns} consecutive turns without a new observation"
         )
+
+
+def _act(spec: LoopSpec, deps: LoopDeps, state: RunState) -> ModelResponse:
+    """One action; a truncated or unparseable one gets one retry with a note, never becomes an answer."""
+    allowed = [name for name in deps.tools if name != "Read" or not spec.constrain_paths or seen_paths(state)]
+    if executed_calls(state) >= spec.min_tool_calls:
+        allowed.append(FINISH)
+    choices = {"Read": {"path": seen_paths(state)}} if spec.constrain_paths and "Read" in allowed else {}
+    for attempt in range(2):
+        response = _call_model(spec, deps, state, "step", allowed_tools=allowed, arg_choices=choices)
+        cut = response.finish_reason == "length"
+        if response.parse_ok and not cut:
+            return response
+        if attempt == 0:
+            why = f"cut off at {spec.action_max_tokens} tokens" if cut else "not a valid action"
+            _add_prompt(deps, state, "retry", RETRY_PROMPT.format(why=why))
+    return ModelResponse(tool_calls=[], text="", parse_ok=False, finish_reason=response.finish_reason)
+
+
+def _finish(spec: LoopSpec, deps: LoopDeps, state: RunState, response: ModelResponse) -> None:
+    """End the working phase: accept a text answer given as the action, else ask for the answer."""
+    candidate = response.text if not response.tool_calls else ""
+    if candidate:
+        errors = _check_final(spec, deps, state, candidate)
+        if not errors:
+            raise Finished(_payload(spec, candidate))
+        if state.repairs >= spec.max_repairs:
+            raise OutputInvalid("; ".join(errors)[:2000])
+        state.messages.append(Message(role="assistant", content=candidate))
+        _add_prompt(deps, state, "repair", REPAIR_PROMPT.format(errors="\n".join(f"- {e}" for e in errors)))
+    else:
+        state.messages.append(
+            Message(role="assistant", content=response.text, tool_calls=response.tool_calls)
+        )
+        state.messages.extend(
+            Message(role="tool", content="Finishing.", tool_call_id=c.id, name=c.name)
+            for c in response.tool_calls
+        )
+        _add_prompt(deps, state, "final", FINAL_PROMPT if spec.contract else FINAL_PROMPT_FREE)
+    _final_answer(spec, deps, state, "repair" if candidate else "final")
+
+
+def _final_answer(spec: LoopSpec, deps: LoopDeps, state: RunState, purpose: Purpose) -> None:
+    """Final-answer calls until one passes the contract (raises Finished) or repairs run out."""
+    while True:
+        text = _call_model(spec, deps, state, purpose, phase="final").text
+        state.repairs += purpose == "repair"  # counted once the repair call happened
+        errors = _check_final(spec, deps, state, text)
+        if not errors:
+            raise Finished(_payload(spec, text))
+        if state.repairs >= spec.max_repairs:
+            raise OutputInvalid("; ".join(errors)[:2000])
+        state.messages.append(Message(role="assistant", content=text))
+        _add_prompt(deps, state, "repair", REPAIR_PROMPT.format(errors="\n".join(f"- {e}" for e in errors)))
+        purpose = "repair"
+
+
+def _count(deps: LoopDeps, request: ModelRequest) -> TokenCount:
+    return (deps.counter or prompt_counter(deps.model))(request)
 
 
 def _call_model(
     spec: LoopSpec,
     deps: LoopDeps,
     state: RunState,
-    purpose: Literal["step", "repair", "grace"],
-    tools: list[dict[str, Any]],
+    purpose: Purpose,
     *,
-    allow_final: bool = True,
+    phase: Literal["act", "final"] = "act",
+    allowed_tools: list[str] | None = None,
+    arg_choices: dict[str, dict[str, list[str]]] | None = None,
 ) -> ModelResponse:
     if deps.cancel is not None and deps.cancel.is_set():
         raise Cancelled("cancelled by the caller")
     time_left = spec.timeout_s - (time.monotonic() - state.started)
     if time_left <= 0:
         raise LimitReached("timeout", f"wall-clock limit of {spec.timeout_s:.0f}s reached")
-    est = state.meter.estimate(state.messages, tools)
-    if est > spec.context_token_budget:
-        state.messages, n = compact(
-            state.messages, budget=spec.context_token_budget, meter=state.meter, tools=tools
-        )
-        after = state.meter.estimate(state.messages, tools)
-        deps.trace.emit(
-            Compacted(
-                run_id=deps.trace.run_id,
-                step=state.steps,
-                before_tokens=est,
-                after_tokens=after,
-                messages_compacted=n,
-            )
-        )
-        est = after
-    remaining = spec.total_token_budget - state.usage.total_tokens
-    max_tokens = min(spec.max_output_tokens, remaining - est)
-    fits_context = est <= spec.context_token_budget
-    allowed = fits_context and max_tokens >= MIN_OUTPUT_TOKENS
-    deps.trace.emit(
-        BudgetDecision(
-            run_id=deps.trace.run_id,
-            step=state.steps,
-            purpose=purpose,
-            prompt_tokens_est=est,
-            max_tokens=max(max_tokens, 0),
-            used_total=state.usage.total_tokens,
-            total_budget=spec.total_token_budget,
-            context_budget=spec.context_token_budget,
-            allowed=allowed,
-        )
-    )
-    if not fits_context:
-        raise LimitReached(
-            "context_budget", f"prompt needs ~{est} tokens > context budget {spec.context_token_budget}"
-        )
-    if not allowed:
-        raise LimitReached("token_budget", f"{remaining} tokens left, next call needs ~{est} + output")
+    final_schema = None
+    if spec.contract:
+        final_schema = contract_schema(spec.contract)
+        if spec.evidence_from_seen:
+            final_schema = constrain_evidence(final_schema, evidence_choices(state.seen))
     request = ModelRequest(
         messages=state.messages,
-        tools=tools,
-        max_tokens=max_tokens,
+        tools=[*(t.schema() for t in deps.tools.values()), FINISH_SCHEMA],
+        final_schema=final_schema,
+        phase=phase,
+        allowed_tools=allowed_tools,
+        arg_choices=arg_choices or {},
+        thought_max_chars=spec.thought_max_chars,
+        arg_max_chars=spec.arg_max_chars,
         temperature=spec.temperature,
         seed=spec.seed,
         timeout_s=time_left,
-        final_schema=contract_schema(spec.contract) if spec.contract else None,
-        allow_final=allow_final,
     )
+    count = _fit_context(spec, deps, state, request)
+    request = request.model_copy(update={"messages": list(state.messages)})
+    wanted = spec.action_max_tokens if phase == "act" else spec.max_output_tokens
+    cap = state.budget.output_cap(count.tokens, wanted)
+    decision = BudgetDecision(
+        run_id=deps.trace.run_id,
+        step=state.steps,
+        purpose=purpose,
+        prompt_tokens_est=count.tokens,
+        prompt_exact=count.exact,
+        max_tokens=max(cap, 0),
+        used_total=state.usage.total_tokens,
+        total_budget=spec.total_token_budget,
+        context_budget=spec.context_token_budget,
+        allowed=True,
+    )
+    try:
+        request.max_tokens = state.budget.admit(count.tokens, wanted)
+    except LimitReached:
+        deps.trace.emit(decision.model_copy(update={"allowed": False}))
+        raise
+    deps.trace.emit(decision)
     try:
         response = deps.model.complete(request)
     except ModelCallError as exc:
+        lost = _lost_attempts(count, exc.attempts)
+        state.budget.charge(lost)
+        state.model_time_s += exc.latency_s
         deps.trace.emit(
             ModelCallFailed(
                 run_id=deps.trace.run_id,
@@ -176,24 +253,26 @@ def _call_model(
                 attempts=exc.attempts,
                 latency_s=exc.latency_s,
                 retryable=exc.retryable,
+                usage=lost,
             )
         )
-        state.model_time_s += exc.latency_s
         if time.monotonic() - state.started >= spec.timeout_s:
             raise LimitReached("timeout", f"wall-clock limit of {spec.timeout_s:.0f}s reached") from None
         raise ModelFailed(str(exc)) from None
-    state.meter.observe(estimate_messages(state.messages, tools), response.usage.prompt_tokens)
-    state.usage += response.usage
-    state.usage_by_call.append(response.usage)
+    usage = response.usage + _lost_attempts(count, response.attempts - 1)
+    state.budget.charge(usage)
+    state.usage_by_call.append(usage)
     state.model_time_s += response.latency_s
+    state.grace_used = state.grace_used or purpose == "grace"
     deps.trace.emit(
         ModelCalled(
             run_id=deps.trace.run_id,
             step=state.steps,
             purpose=purpose,
-            prompt_tokens_est=est,
-            max_tokens=max_tokens,
-            usage=response.usage,
+            prompt_tokens_est=count.tokens,
+            prompt_exact=count.exact,
+            max_tokens=request.max_tokens,
+            usage=usage,
             latency_s=response.latency_s,
             finish_reason=response.finish_reason,
             attempts=response.attempts,
@@ -207,18 +286,37 @@ def _call_model(
     return response
 
 
-def _finalize(spec: LoopSpec, deps: LoopDeps, state: RunState, text: str) -> None:
-    """Accept a final answer (raise Finished) or repair it; raises OutputInvalid when repairs run out."""
-    while True:
-        errors = _check_final(spec, deps, state, text)
-        if not errors:
-            raise Finished(_payload(spec, text))
-        if state.repairs >= spec.max_repairs:
-            raise OutputInvalid("; ".join(errors)[:2000])
-        state.messages.append(Message(role="assistant", content=text))
-        _add_prompt(deps, state, "repair", REPAIR_PROMPT.format(errors="\n".join(f"- {e}" for e in errors)))
-        text = _call_model(spec, deps, state, "repair", []).text
-        state.repairs += 1  # counted once the repair turn happened (a refused call is no repair)
+def _lost_attempts(count: TokenCount, attempts: int) -> Usage:
+    """Failed attempts spent their prompt (the reply was lost): charged as an estimate."""
+    if attempts <= 0:
+        return Usage()
+    return Usage(prompt_tokens=count.tokens * attempts, estimated=True)
+
+
+def _fit_context(spec: LoopSpec, deps: LoopDeps, state: RunState, request: ModelRequest) -> TokenCount:
+    """Count the prompt; over the context budget, compact ``state.messages`` and count again."""
+    count = _count(deps, request)
+    state.counts_exact = state.counts_exact and count.exact
+    if count.tokens <= spec.context_token_budget:
+        return count
+    target = int(spec.context_token_budget * COMPACT_TARGET)
+
+    def fits(messages: list[Message]) -> bool:
+        return _count(deps, request.model_copy(update={"messages": messages})).tokens <= target
+
+    state.messages, edits = compact(state.messages, fits)
+    after = _count(deps, request.model_copy(update={"messages": state.messages}))
+    deps.trace.emit(
+        Compacted(
+            run_id=deps.trace.run_id,
+            step=state.steps,
+            before_tokens=count.tokens,
+            after_tokens=after.tokens,
+            messages_compacted=edits,
+        )
+    )
+    # Shortened results are no longer in view: calling those tools again is no repeat.
+    return after
 
 
 def _payload(spec: LoopSpec, text: str) -> dict[str, Any]:
@@ -233,14 +331,20 @@ def _check_final(spec: LoopSpec, deps: LoopDeps, state: RunState, text: str) -> 
     if spec.contract is None:
         return [] if text.strip() else ["the reply was empty"]
     check = parse_contract(text, spec.contract)
-    errors, ungrounded, ratio = list(check.errors), [], None
+    errors, ratio, seen = list(check.errors), None, None
+    ungrounded: list[str] = []
+    unseen: list[str] = []
     if check.valid and check.payload is not None:
-        checks = ground_evidence(list(check.payload.get("evidence") or []), deps.workspace_root)
+        items = list(check.payload.get("evidence") or [])
+        checks = ground_evidence(items, deps.workspace_root)
         ratio = grounded_ratio(checks)
         ungrounded = [f"{c.item} ({c.reason})" for c in checks if not c.grounded]
-        state.grounded = ratio
+        seen, unseen = seen_check(items, state.seen)
+        state.grounded, state.seen_ratio = ratio, seen
         if ungrounded and spec.require_grounded:
             errors.append(f"evidence not found in the workspace: {ungrounded}; cite only lines you have seen")
+        if unseen and spec.require_seen:
+            errors.append(f"evidence no tool showed you: {unseen}; cite only lines a tool result showed")
     deps.trace.emit(
         ContractChecked(
             run_id=deps.trace.run_id,
@@ -249,23 +353,20 @@ def _check_final(spec: LoopSpec, deps: LoopDeps, state: RunState, text: str) -> 
             errors=errors,
             grounded_ratio=ratio,
             ungrounded=ungrounded,
+            seen_ratio=seen,
+            unseen=unseen,
         )
     )
     return errors
 
 
 def _grace(spec: LoopSpec, deps: LoopDeps, state: RunState, stop: Stop) -> dict[str, Any] | None:
-    """One turn without tools to collect partial findings; None if it cannot fit or fails."""
-    state.grace_used = True
-    prompt = GRACE_PROMPT if spec.contract else GRACE_PROMPT_FREE
-    _add_prompt(deps, state, "grace", prompt.format(why=stop.detail or stop.reason))
+    """One final-answer call without tools to collect findings; None if it cannot fit or fails."""
+    _add_prompt(deps, state, "grace", GRACE_PROMPT.format(why=stop.detail or stop.reason))
     try:
-        _finalize(spec, deps, state, _call_model(spec, deps, state, "grace", []).text)
+        _final_answer(spec, deps, state, "grace")
     except Finished as done:
-        payload = done.payload
-        if "status" in payload:
-            payload["status"] = "partial"
-        return payload
+        return done.payload  # the model's own status is kept; the run keeps the guard's reason
     except Stop:
         return None
     return None
@@ -301,23 +402,14 @@ def _outcome(
         elapsed_s=time.monotonic() - state.started,
         model_time_s=state.model_time_s,
         grounded_ratio=state.grounded if contract is not None else None,
+        seen_ratio=state.seen_ratio if contract is not None else None,
+        prompt_counts_exact=state.counts_exact,
     )
+
+
+_ENDED = set(RunEnded.model_fields) & set(LoopOutcome.model_fields)
+"""The outcome fields a ``run_ended`` event records (defined once, by the event)."""
 
 
 def _ended_fields(outcome: LoopOutcome) -> dict[str, Any]:
-    return outcome.model_dump(
-        include={
-            "terminal_reason",
-            "status",
-            "detail",
-            "contract",
-            "usage",
-            "steps",
-            "model_calls",
-            "repairs_used",
-            "grace_used",
-            "elapsed_s",
-            "model_time_s",
-            "grounded_ratio",
-        }
-    )
+    return outcome.model_dump(include=_ENDED)

@@ -1,5 +1,5 @@
-"""The loop's value types: its limits (``LoopSpec``), what it talks to (``LoopDeps``), its mutable
-per-run state, and its one return type (``LoopOutcome``)."""
+"""The loop's value types: its limits and scaffold (``LoopSpec``), what it talks to (``LoopDeps``),
+its mutable per-run state, and its one return type (``LoopOutcome``)."""
 
 from __future__ import annotations
 
@@ -12,17 +12,18 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from subagent_lab.context import ContextMeter
+from subagent_lab.budget import Budget
 from subagent_lab.models.base import Model
+from subagent_lab.models.tokens import PromptCounter
 from subagent_lab.permissions import PermissionGate
 from subagent_lab.tools.base import Tool
 from subagent_lab.trace import TraceWriter
-from subagent_lab.types import Message, RunStatus, TerminalReason, Usage
+from subagent_lab.types import Message, RunStatus, Span, TerminalReason, Usage
 
 
 @dataclass(frozen=True)
 class LoopSpec:
-    """Limits and rules of one run (built from a profile and its model)."""
+    """Limits, rules and scaffold choices of one run (built from a profile and its model)."""
 
     max_steps: int
     context_token_budget: int
@@ -30,16 +31,28 @@ class LoopSpec:
     timeout_s: float
     contract: str | None
     max_output_tokens: int = 1024
+    """Output cap of a final-answer call (and of a repair or grace call)."""
+    action_max_tokens: int = 160
+    """Output cap of an action call: a brief thought plus one tool call."""
     max_repairs: int = 2
     require_grounded: bool = False
+    require_seen: bool = False
+    """Evidence the run's tools never showed triggers a contract repair."""
     max_tool_calls_per_step: int = 4
-    loop_repeat_limit: int = 3
+    max_stale_turns: int = 3
+    """Consecutive turns without a new observation that end the run as ``loop_detected``."""
     grace_turn: bool = True
     temperature: float = 0.0
     seed: int | None = 0
     max_parallel_tools: int = 4
     min_tool_calls: int = 0
     """Executed tool calls required before a final answer is accepted (grounds small models)."""
+    constrain_paths: bool = False
+    """Read may name only files a tool has shown (enforced by the grammar where there is one)."""
+    evidence_from_seen: bool = False
+    """The final answer's evidence items are limited by the grammar to lines a tool has shown."""
+    thought_max_chars: int = 200
+    arg_max_chars: int = 160
 
 
 @dataclass
@@ -53,6 +66,8 @@ class LoopDeps:
     workspace_root: Path
     trace: TraceWriter
     cancel: threading.Event | None = None
+    counter: PromptCounter | None = None
+    """Counts a request's prompt tokens; None takes the model's own counter, else the estimate."""
 
 
 class LoopOutcome(BaseModel):
@@ -72,20 +87,44 @@ class LoopOutcome(BaseModel):
     elapsed_s: float = 0.0
     model_time_s: float = 0.0
     grounded_ratio: float | None = None
+    """Share of evidence items that exist in the workspace (file and lines)."""
+    seen_ratio: float | None = None
+    """Share of evidence items inside a location the run's tools showed the model."""
+    prompt_counts_exact: bool = True
+    """False when any pre-call count of this run was an estimate (no tokenizer for the model)."""
+
+
+@dataclass
+class Record:
+    """Where the result of one distinct tool call sits in the conversation."""
+
+    step: int
+    index: int
+    """Index of its tool message in ``RunState.messages``."""
 
 
 @dataclass
 class RunState:
     messages: list[Message]
+    budget: Budget
     started: float = field(default_factory=time.monotonic)
-    usage: Usage = field(default_factory=Usage)
     usage_by_call: list[Usage] = field(default_factory=list)
     steps: int = 0
     repairs: int = 0
     grace_used: bool = False
     model_time_s: float = 0.0
     tool_usage: dict[str, Counter[str]] = field(default_factory=dict)
-    signatures: Counter[str] = field(default_factory=Counter)
+    records: dict[str, Record] = field(default_factory=dict)
+    """Call signature -> its last result; a repeat is answered from here instead of re-run."""
+    observations: set[int] = field(default_factory=set)
+    """Hashes of observation texts so far: a turn that adds none is a stale turn."""
+    stale_turns: int = 0
+    seen: list[Span] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    meter: ContextMeter = field(default_factory=ContextMeter)
     grounded: float | None = None
+    seen_ratio: float | None = None
+    counts_exact: bool = True
+
+    @property
+    def usage(self) -> Usage:
+        return self.budget.used

@@ -79,9 +79,28 @@ class RuntimeProfile(_Frozen):
     require_grounded_evidence: bool = False
     """When true, evidence that does not point at real lines triggers a contract repair."""
     max_tool_calls_per_step: int = Field(default=4, gt=0)
-    loop_repeat_limit: int = Field(default=3, ge=2)
-    """A call identical to an earlier one this many times ends the run as ``loop_detected``."""
+    max_stale_turns: int = Field(default=3, ge=1)
+    """Consecutive turns without a new observation (repeats are answered from the record) that end
+    the run as ``loop_detected``."""
     grace_turn: bool = True
+    """After a limit, one final-answer call without tools (only once a tool has run)."""
+    # --- the scaffold: how the child acts and observes (sweepable, see docs/design.md) ---
+    action_max_tokens: int = Field(default=160, ge=16)
+    """Output cap of an action call (a brief thought and one tool call)."""
+    thought_max_chars: int = Field(default=200, ge=0, le=2000)
+    arg_max_chars: int = Field(default=160, ge=8, le=4000)
+    """The grammar's cap on each string argument of an action."""
+    tool_interface: Literal["simple", "full"] = "simple"
+    """``simple``: Grep(pattern, path), Read(path, line), guided observations; ``full``: every option."""
+    grep_max_matches: int = Field(default=15, gt=0, le=200)
+    read_window: int = Field(default=50, gt=0, le=400)
+    glob_max_results: int = Field(default=50, gt=0, le=500)
+    constrain_paths: bool = True
+    """Read may name only files a tool has shown (the grammar allows no other path)."""
+    evidence_from_seen: bool = True
+    """The final answer's evidence can only be lines a tool has shown (grammar-enforced)."""
+    require_seen: bool = False
+    """Evidence that no tool showed triggers a contract repair."""
     min_tool_calls: int = Field(default=1, ge=0)
     """Executed tool calls required before a final answer is accepted; 0 lets the model answer blind."""
 
@@ -111,12 +130,22 @@ class ServerConfig(_Frozen):
     host: str = "127.0.0.1"
     port: int = Field(default=8765, gt=0, lt=65536)
     n_ctx: int = Field(default=16384, gt=0)
+    """Context of each slot: a call's prompt plus its output must fit in it."""
+    parallel: int = Field(default=2, gt=0, le=16)
+    """Slots per model: requests served concurrently (continuous batching), each with its own cache."""
     n_threads: int | None = None
+    """CPU threads per model; None uses every core this process may run on."""
+    batch_size: int = Field(default=512, gt=0)
     startup_timeout_s: float = Field(default=300.0, gt=0)
 
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def root_url(self) -> str:
+        """The server root (``/tokenize``, ``/apply-template``, ``/metrics``, ``/health``)."""
+        return f"http://{self.host}:{self.port}"
 
 
 class LabConfig(_Frozen):

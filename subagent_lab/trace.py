@@ -62,6 +62,8 @@ class BudgetDecision(_Event):
     kind: Literal["budget_decision"] = "budget_decision"
     purpose: str
     prompt_tokens_est: int
+    """The pre-call count of the prompt: exact (the model's own tokenizer) when ``prompt_exact``."""
+    prompt_exact: bool = False
     max_tokens: int
     used_total: int
     total_budget: int
@@ -79,8 +81,10 @@ class Compacted(_Event):
 
 class ModelCalled(_Event):
     kind: Literal["model_called"] = "model_called"
-    purpose: Literal["step", "repair", "grace"]
+    purpose: Literal["step", "final", "repair", "grace"]
     prompt_tokens_est: int
+    """The pre-call count (see ``BudgetDecision``); ``usage.prompt_tokens`` is the provider's figure."""
+    prompt_exact: bool = False
     max_tokens: int
     usage: Usage
     latency_s: float
@@ -118,6 +122,10 @@ class ToolFinished(_Event):
     text: str
     truncated: bool = False
     duration_s: float = 0.0
+    from_record: bool = False
+    """Answered from the record of an identical earlier call, not run again."""
+    spans: list[list[Any]] = Field(default_factory=list)
+    """``[path, start, end]`` locations the observation showed (``start == 0``: the path only)."""
 
 
 class ContractChecked(_Event):
@@ -126,6 +134,8 @@ class ContractChecked(_Event):
     errors: list[str] = Field(default_factory=list)
     grounded_ratio: float | None = None
     ungrounded: list[str] = Field(default_factory=list)
+    seen_ratio: float | None = None
+    unseen: list[str] = Field(default_factory=list)
 
 
 class SubagentEvent(_Event):
@@ -160,6 +170,8 @@ class RunEnded(_Event):
     elapsed_s: float
     model_time_s: float
     grounded_ratio: float | None = None
+    seen_ratio: float | None = None
+    prompt_counts_exact: bool = True
 
 
 Event = Annotated[

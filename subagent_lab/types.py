@@ -5,7 +5,7 @@ This module depends on nothing else in the package.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -90,9 +90,18 @@ class ModelRequest(BaseModel):
     tools: list[dict[str, Any]] = Field(default_factory=list)
     """OpenAI-style function schemas; empty for a turn without tools (grace, repair)."""
     final_schema: dict[str, Any] | None = None
-    """JSON schema of the final answer (the contract), for providers that constrain output."""
-    allow_final: bool = True
-    """False while the model must still call a tool: constrained decoding then offers tools only."""
+    """JSON schema of the final answer (the contract, with this run's constraints applied)."""
+    phase: Literal["act", "final"] = "act"
+    """``act``: one action (a tool call or ``finish``); ``final``: the final answer, nothing else."""
+    allowed_tools: list[str] | None = None
+    """Act phase: the actions constrained decoding may produce this turn (None: every tool and
+    ``finish``). ``tools`` stays the full list, so the prompt (and its cached prefix) is stable."""
+    arg_choices: dict[str, dict[str, list[str]]] = Field(default_factory=dict)
+    """Act phase: tool -> argument -> the only values decoding may produce (e.g. paths seen)."""
+    thought_max_chars: int = 200
+    """Act phase: the cap on the brief reasoning that precedes an action."""
+    arg_max_chars: int = 160
+    """Act phase: the cap on each string argument of an action."""
     max_tokens: int = 1024
     temperature: float = 0.0
     seed: int | None = 0
@@ -116,12 +125,32 @@ class ModelResponse(BaseModel):
     """Served from the model-call cache (usage is what the original call spent)."""
 
 
+class Span(NamedTuple):
+    """A location a tool observation showed the model: lines ``start..end`` of ``path``.
+
+    ``path`` is workspace-relative, as the tool printed it (a directory keeps its trailing
+    ``/``). ``start == end == 0`` means the path was shown without any of its lines (a Glob
+    listing, a file name in a Grep summary).
+    """
+
+    path: str
+    start: int = 0
+    end: int = 0
+
+    def covers(self, path: str, start: int, end: int | None = None) -> bool:
+        """Whether lines ``start..end`` (default: just ``start``) of ``path`` lie inside this span."""
+        last = start if end is None else end
+        return path == self.path and self.start >= 1 and self.start <= start <= last <= self.end
+
+
 class ToolOutcome(BaseModel):
     """What running (or refusing) one tool call produced; ``text`` is what the model sees."""
 
     status: ToolOutcomeStatus
     text: str
     truncated: bool = False
+    spans: list[Span] = Field(default_factory=list)
+    """The locations ``text`` shows (empty for errors and denials); see ``Span``."""
 
 
 # --- termination: a small exception family, caught in one place by the loop ---------------

@@ -26,8 +26,10 @@ def _no_llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def config(tmp_path: Path) -> LabConfig:
     cfg = load_config(REPO / "profiles.yaml", env={})
-    # Scripted tests answer whenever they like; min_tool_calls has its own test in test_loop.
-    profiles = {name: p.model_copy(update={"min_tool_calls": 0}) for name, p in cfg.profiles.items()}
+    # Scripted tests answer whenever they like and call the full tools with any path; the
+    # small-model scaffold (min_tool_calls, constrained paths, the simple tools) has its own tests.
+    loose = {"min_tool_calls": 0, "tool_interface": "full", "constrain_paths": False}
+    profiles = {name: p.model_copy(update=loose) for name, p in cfg.profiles.items()}
     return cfg.model_copy(update={"trace_dir": str(tmp_path / "runs"), "source": None, "profiles": profiles})
 
 

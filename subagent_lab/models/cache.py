@@ -29,6 +29,9 @@ class CachingModel:
 
     def __init__(self, inner: Model, cache_dir: str | Path, namespace: str) -> None:
         self.inner = inner
+        count = getattr(inner, "count_prompt", None)
+        if callable(count):
+            self.count_prompt = count  # exact counts stay exact behind the cache
         self.cache_dir = Path(cache_dir)
         self.namespace = namespace
         self.hits = 0

@@ -1,4 +1,10 @@
-"""The OpenAI-compatible chat adapter: native tool calls or a schema-constrained JSON action protocol."""
+"""The OpenAI-compatible chat adapter: native tool calls or the grammar-constrained JSON action protocol.
+
+The adapter can also count a request's prompt exactly on a llama.cpp server (``count_url``): it
+renders the same body through the server's chat template (``/apply-template``) and tokenizes the
+result with the model's own vocabulary (``/tokenize``), which is what the server then reports as
+``prompt_tokens``.
+"""
 
 from __future__ import annotations
 
@@ -8,76 +14,18 @@ import time
 import uuid
 from typing import Any
 
+import httpx
 import openai
 from pydantic import ValidationError
 
 from subagent_lab.context import estimate_messages, estimate_text
+from subagent_lab.models.actions import PROTOCOL, action_schema, decoding_schema, parse_action, render_action
+from subagent_lab.models.actions import tool_lines as _tool_lines
 from subagent_lab.models.base import ModelCallError
+from subagent_lab.models.tokens import TokenCount, estimate_count
 from subagent_lab.types import ModelRequest, ModelResponse, ToolCall, Usage
 
-JSON_PROTOCOL = """
-## How to act
-Reply with exactly one JSON object per turn, nothing else.
-To call a tool: {"tool": "<tool name>", "arguments": {<arguments>}}
-  for example {"tool": "Grep", "arguments": {"pattern": "def load"}}
-To give your final answer: {"final": <the final JSON object described above>}
-Look at the code with the tools before answering; answer only from what the tools showed you.
-Tools:
-"""
 _RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
-_UNSUPPORTED_KEYS = {"title", "default", "maxLength", "maxItems", "examples", "description"}
-
-
-def _inline_refs(schema: Any, defs: dict[str, Any]) -> Any:
-    """Inline ``$ref``s and drop keywords grammar converters handle poorly (they stay in the prompt).
-
-    Keys of a ``properties`` map are property names, not keywords: a property called
-    ``description`` must survive.
-    """
-    if isinstance(schema, dict):
-        if "$ref" in schema:
-            return _inline_refs(defs[schema["$ref"].split("/")[-1]], defs)
-        out: dict[str, Any] = {}
-        for key, value in schema.items():
-            if key in _UNSUPPORTED_KEYS or key == "$defs":
-                continue
-            if key == "properties" and isinstance(value, dict):
-                out[key] = {name: _inline_refs(sub, defs) for name, sub in value.items()}
-            else:
-                out[key] = _inline_refs(value, defs)
-        return out
-    if isinstance(schema, list):
-        return [_inline_refs(v, defs) for v in schema]
-    return schema
-
-
-def decoding_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """A self-contained, simplified copy of ``schema`` for constrained decoding."""
-    result: dict[str, Any] = _inline_refs(schema, schema.get("$defs", {}))
-    return result
-
-
-def action_schema(
-    tools: list[dict[str, Any]], final_schema: dict[str, Any] | None, *, allow_final: bool = True
-) -> dict[str, Any]:
-    """The JSON action protocol: one of the tool calls, or (when allowed) the final answer."""
-    options: list[dict[str, Any]] = []
-    for tool in tools:
-        fn = tool["function"]
-        options.append(
-            {
-                "type": "object",
-                "properties": {
-                    "tool": {"const": fn["name"]},
-                    "arguments": decoding_schema(fn["parameters"]),
-                },
-                "required": ["tool", "arguments"],
-            }
-        )
-    if allow_final or not options:
-        final = decoding_schema(final_schema) if final_schema else {"type": "object"}
-        options.append({"type": "object", "properties": {"final": final}, "required": ["final"]})
-    return options[0] if len(options) == 1 else {"anyOf": options}
 
 
 def extract_json_object(text: str) -> dict[str, Any] | None:
@@ -103,21 +51,6 @@ def extract_json_object(text: str) -> dict[str, Any] | None:
             return value
         start = text.find("{", start + 1)
     return None
-
-
-def _tool_lines(tools: list[dict[str, Any]]) -> str:
-    lines = []
-    for tool in tools:
-        fn = tool["function"]
-        params = fn["parameters"].get("properties", {})
-        required = set(fn["parameters"].get("required", []))
-        args = ", ".join(
-            f"{name}{'' if name in required else '?'}: {spec.get('type', 'any')}"
-            + (f" ({spec['description']})" if spec.get("description") else "")
-            for name, spec in params.items()
-        )
-        lines.append(f"- {fn['name']}: {fn['description']} Arguments: {args}")
-    return "\n".join(lines)
 
 
 def _utf8(value: Any) -> Any:
@@ -151,8 +84,11 @@ class OpenAIChatModel:
         timeout_s: float = 180.0,
         error_hint: str = "",
         backoff_s: float = 1.0,
+        count_url: str | None = None,
     ) -> None:
+        """``count_url``: a llama.cpp server root (``http://host:port``) that counts prompts exactly."""
         self.base_url = base_url
+        self.count_url = count_url.rstrip("/") if count_url else None
         self.model = model
         self.tool_protocol = tool_protocol
         self.constrain_output = constrain_output
@@ -172,26 +108,21 @@ class OpenAIChatModel:
         for msg in request.messages:
             if msg.role == "assistant" and msg.tool_calls:
                 if native:
-                    out.append(
+                    calls = [
                         {
-                            "role": "assistant",
-                            "content": msg.content or None,
-                            "tool_calls": [
-                                {
-                                    "id": c.id,
-                                    "type": "function",
-                                    "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
-                                }
-                                for c in msg.tool_calls
-                            ],
+                            "id": c.id,
+                            "type": "function",
+                            "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
                         }
-                    )
+                        for c in msg.tool_calls
+                    ]
+                    out.append({"role": "assistant", "content": msg.content or None, "tool_calls": calls})
                 else:
                     call = msg.tool_calls[0]
                     out.append(
                         {
                             "role": "assistant",
-                            "content": json.dumps({"tool": call.name, "arguments": call.arguments}),
+                            "content": render_action(call.name, call.arguments, msg.content),
                         }
                     )
             elif msg.role == "tool":
@@ -201,9 +132,12 @@ class OpenAIChatModel:
                     out.append({"role": "user", "content": f"Result of {msg.name}:\n{msg.content}"})
             else:
                 out.append({"role": msg.role, "content": msg.content})
-        if not native and out and out[0]["role"] == "system":
-            protocol = JSON_PROTOCOL + (_tool_lines(request.tools) if request.tools else "(none this turn)")
-            out[0] = {"role": "system", "content": out[0]["content"] + "\n" + protocol}
+        if not native and out and out[0]["role"] == "system" and request.tools:
+            # The full tool list every turn, whatever the grammar allows: a stable prompt prefix.
+            out[0] = {
+                "role": "system",
+                "content": out[0]["content"] + "\n" + PROTOCOL + _tool_lines(request.tools),
+            }
         return [_utf8(m) for m in out]
 
     def _kwargs(self, request: ModelRequest) -> dict[str, Any]:
@@ -216,15 +150,40 @@ class OpenAIChatModel:
         }
         if request.seed is not None:
             kwargs["seed"] = request.seed
-        if self.tool_protocol == "native":
-            if request.tools:
-                kwargs["tools"] = request.tools
-        elif self.constrain_output:
-            schema = action_schema(request.tools, request.final_schema, allow_final=request.allow_final)
-            # llama-cpp-python turns json_object + schema into a grammar; OpenAI-style servers
-            # ignore the extra key and still return JSON.
-            kwargs["response_format"] = {"type": "json_object", "schema": schema}
+        schema: dict[str, Any] | None = None
+        if request.phase == "final":
+            schema = decoding_schema(request.final_schema) if request.final_schema else None
+        elif self.tool_protocol == "native":
+            kwargs["tools"] = request.tools
+        else:
+            schema = action_schema(request)
+        if schema is not None and self.constrain_output:
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "reply", "schema": schema},
+            }
         return kwargs
+
+    def count_prompt(self, request: ModelRequest) -> TokenCount:
+        """The request's prompt tokens: exact from the server's template and tokenizer, else estimated."""
+        if self.count_url is None:
+            return estimate_count(request)
+        kwargs = self._kwargs(request)
+        body = {k: kwargs[k] for k in ("messages", "tools") if k in kwargs}
+        try:
+            with httpx.Client(timeout=30.0, trust_env=False) as client:
+                query = {"model": self.model}
+                prompt = client.post(f"{self.count_url}/apply-template", params=query, json=body)
+                prompt.raise_for_status()
+                tokens = client.post(
+                    f"{self.count_url}/tokenize",
+                    params=query,
+                    json={"content": prompt.json()["prompt"], "add_special": True, "parse_special": True},
+                )
+                tokens.raise_for_status()
+                return TokenCount(tokens=len(tokens.json()["tokens"]), exact=True)
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            return estimate_count(request)  # the call itself will report the server's state
 
     # --- the one method -----------------------------------------------------------------
 
@@ -293,7 +252,7 @@ class OpenAIChatModel:
             attempts=attempts,
             parse_ok=choice is not None,
         )
-        if self.tool_protocol == "native":
+        if self.tool_protocol == "native" and request.phase == "act":
             calls = []
             for call in (message.tool_calls if message is not None else None) or []:
                 try:
@@ -311,33 +270,25 @@ class OpenAIChatModel:
                 )
             response.tool_calls = calls
             return response
+        if request.phase == "final":
+            return response
         return self._parse_action(response)
 
     @staticmethod
     def _parse_action(response: ModelResponse) -> ModelResponse:
-        action = extract_json_object(response.text)
-        if action is None:
+        value = extract_json_object(response.text)
+        if value is None:
             response.parse_ok = False
             return response
-        if isinstance(action.get("name"), str) and "tool" not in action and "arguments" in action:
-            action = {"tool": action["name"], "arguments": action["arguments"]}  # Qwen's native habit
-        if isinstance(action.get("tool"), str):
-            args = action.get("arguments", {})
-            response.tool_calls = [
-                ToolCall(
-                    id=f"call-{uuid.uuid4().hex[:8]}",
-                    name=action["tool"],
-                    arguments=args if isinstance(args, dict) else {},
-                    raw_arguments=None if isinstance(args, dict) else json.dumps(args),
-                )
-            ]
-            response.text = ""
-        elif "final" in action:
-            response.text = json.dumps(action["final"], ensure_ascii=False)
-        else:
-            # An unwrapped answer ({"status": ..., "summary": ...}): hand it to the contract check,
-            # which decides whether it is valid, instead of calling it unparseable.
-            response.text = json.dumps(action, ensure_ascii=False)
+        action = parse_action(value)
+        if action is None:
+            # An unwrapped answer ({"status": ..., "summary": ...}) from a server without grammar
+            # support: hand it to the contract check, which decides whether it is valid.
+            response.text = json.dumps(value, ensure_ascii=False)
+            return response
+        name, args, thought = action
+        response.tool_calls = [ToolCall(id=f"call-{uuid.uuid4().hex[:8]}", name=name, arguments=args)]
+        response.text = thought
         return response
 
     @staticmethod

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from subagent_lab.context import estimate_messages, estimate_text
 from subagent_lab.models.base import ModelCallError
+from subagent_lab.models.tokens import TokenCount
 from subagent_lab.types import ModelRequest, ModelResponse, ToolCall, Usage
 
 Turn = ModelResponse | ModelCallError | Callable[[ModelRequest], ModelResponse]
@@ -35,15 +37,33 @@ def final(payload: dict[str, Any] | str) -> ModelResponse:
 class ScriptedModel:
     """Pops scripted turns in order; fills in usage like a real server would.
 
-    Usage: prompt tokens = the harness's own estimate of the request (never more, so the budget
-    tests exercise the enforcement logic exactly), completion = the estimate of the reply,
-    capped at ``max_tokens`` as a real server caps generation.
+    Its "tokenizer" counts ``prompt_scale`` x the harness's raw byte estimate of a request: with a
+    scale above 1.1 it reports more prompt tokens than any estimate the harness could make. With
+    ``counts_prompts`` (the default) it exposes that count as ``count_prompt``, like the embedded
+    server, so the loop's pre-call decision is exact; without, the loop must fall back on its
+    estimate. Completion = the estimate of the reply, capped at ``max_tokens`` as a server caps it.
     """
 
-    def __init__(self, turns: Iterable[Turn], *, completion_tokens: int | None = None) -> None:
+    def __init__(
+        self,
+        turns: Iterable[Turn],
+        *,
+        completion_tokens: int | None = None,
+        prompt_scale: float = 1.0,
+        counts_prompts: bool = True,
+    ) -> None:
         self.turns = list(turns)
         self.requests: list[ModelRequest] = []
         self.completion_tokens = completion_tokens
+        self.prompt_scale = prompt_scale
+        if counts_prompts:
+            self.count_prompt = self._count
+
+    def _tokens(self, request: ModelRequest) -> int:
+        return math.ceil(estimate_messages(request.messages, request.tools) * self.prompt_scale)
+
+    def _count(self, request: ModelRequest) -> TokenCount:
+        return TokenCount(tokens=self._tokens(request), exact=True)
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         self.requests.append(request)
@@ -60,7 +80,7 @@ class ScriptedModel:
                 self.completion_tokens if self.completion_tokens is not None else estimate_text(body) + 5
             )
             response.usage = Usage(
-                prompt_tokens=estimate_messages(request.messages, request.tools),
+                prompt_tokens=self._tokens(request),
                 completion_tokens=min(completion, request.max_tokens),
             )
         response.model_id = response.model_id or "scripted"

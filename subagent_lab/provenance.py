@@ -1,0 +1,53 @@
+"""Evidence provenance: was an evidence item shown to the child, and which items may the grammar offer.
+
+``grounded`` (see ``contracts.ground_evidence``) says a cited file and lines exist; ``seen`` says a
+tool of this run showed them to the model: a Grep match line, or lines inside a Read window.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from subagent_lab.contracts import parse_evidence
+from subagent_lab.types import Span
+
+MAX_EVIDENCE_CHOICES = 400
+"""The newest seen lines offered to constrained decoding (a grammar alternation per item)."""
+
+
+def seen_check(items: list[str], seen: list[Span]) -> tuple[float | None, list[str]]:
+    """(share of items inside a seen span, the items that are not); (None, []) for no items."""
+    if not items:
+        return None, []
+    unseen = []
+    for item in items:
+        parsed = parse_evidence(item)
+        if parsed is None or not any(span.covers(*parsed) for span in seen):
+            unseen.append(item)
+    return 1 - len(unseen) / len(items), unseen
+
+
+def evidence_choices(seen: list[Span], limit: int = MAX_EVIDENCE_CHOICES) -> list[str]:
+    """Every ``path:line`` a tool has shown, newest last, at most ``limit`` (the newest)."""
+    items: dict[str, None] = {}
+    for span in seen:
+        if span.start >= 1:
+            for line in range(span.start, span.end + 1):
+                items.pop(f"{span.path}:{line}", None)
+                items[f"{span.path}:{line}"] = None
+    return list(items)[-limit:]
+
+
+def constrain_evidence(schema: dict[str, Any], choices: list[str]) -> dict[str, Any]:
+    """A copy of a contract schema whose ``evidence`` items can only be ``choices`` (none if empty)."""
+    out = copy.deepcopy(schema)
+    evidence = out.get("properties", {}).get("evidence")
+    if evidence is None:
+        return out
+    if choices:
+        evidence["items"] = {"type": "string", "enum": choices}
+    else:
+        evidence["items"] = {"type": "string"}
+        evidence["maxItems"] = 0
+    return out

@@ -194,7 +194,7 @@ def test_grep_happy_path(ws: Workspace) -> None:
     ]
     assert lines[-2].startswith("[5 matching lines in 4 files") and "complete" in lines[-2]
     assert lines[-1] == (
-        "[next: Read path='.hidden.cfg' start=1 to see the code, or answer citing .hidden.cfg:1]"
+        "[next: Read path='.hidden.cfg' start=1 limit=40 to see the code, or answer citing .hidden.cfg:1]"
     )
     # secrets, gitignored paths, default-ignored dirs and links leaving the root are not searched
     for hidden in (".env", "id_rsa", "debug.log", "build/", "node_modules", "leak", "outside"):

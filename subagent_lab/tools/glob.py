@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 
 from subagent_lab.sandbox import Workspace
-from subagent_lab.tools.base import MAX_OBSERVATION_CHARS, ToolError
+from subagent_lab.tools.base import MAX_OBSERVATION_CHARS, Observation, ObservationBuilder, Span, ToolError
 
 MAX_RESULTS_CAP = 1000
 MAX_ENTRIES = 200_000
@@ -207,20 +207,18 @@ def _display(rel: str) -> str:
     return rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
-def glob(ws: Workspace, pattern: str, path: str = ".", max_results: int = 200) -> str:
-    """Find files and directories whose path matches a glob pattern; directories end with '/'.
+@dataclass
+class Found:
+    """What one bounded walk found: sorted workspace-relative paths (directories end with '/')."""
 
-    The pattern is matched against paths relative to `path`: `*` and `?` stay within one
-    directory level, `**` spans any number of levels, `[a-z]` is a character range and
-    `{a,b}` lists alternatives. So `*.py` matches only directly in `path`, while `**/*.py`
-    matches at any depth. Results are sorted and relative to the workspace root; gitignored,
-    dependency/build directories and secrets are skipped. Use Grep to search file contents.
+    paths: list[str]
+    base_rel: str
+    """The directory searched, workspace-relative."""
+    notes: list[str]
 
-    Args:
-        pattern: Glob pattern, e.g. '**/*.py', 'src/**/test_*.{py,pyi}', '*' (list a directory).
-        path: Directory to search in, relative to the workspace root.
-        max_results: Maximum number of paths to return (1 to 1000).
-    """
+
+def find_paths(ws: Workspace, pattern: str, path: str = ".") -> Found:
+    """Every path under ``path`` matching ``pattern``, within the walk's bounds; ToolError if invalid."""
     pattern = pattern.strip()
     if not pattern:
         raise ToolError("pattern must not be empty; use '*' to list a directory")
@@ -230,12 +228,6 @@ def glob(ws: Workspace, pattern: str, path: str = ".", max_results: int = 200) -
         raise ToolError("pattern must be relative to path; put the directory in path instead")
     if len(pattern) > MAX_PATTERN_CHARS:
         raise ToolError(f"pattern is {len(pattern)} characters long; the limit is {MAX_PATTERN_CHARS}")
-    if max_results < 1:
-        raise ToolError(f"max_results must be >= 1 (got {max_results})")
-    notes: list[str] = []
-    if max_results > MAX_RESULTS_CAP:
-        notes.append(f"max_results lowered to {MAX_RESULTS_CAP}")
-        max_results = MAX_RESULTS_CAP
     compiled = compile_pattern(pattern.removeprefix("./"))
     base = ws.resolve(path)
     base_rel = ws.rel(base)
@@ -243,30 +235,66 @@ def glob(ws: Workspace, pattern: str, path: str = ".", max_results: int = 200) -
         raise ToolError(f"'{base_rel}' is a file, not a directory; use Read to view it")
     found, cut = _walk(ws, compiled, str(base), base_rel)
     found.sort()
-    if cut:
-        notes.append(f"the walk stopped after {cut}, so results are incomplete; narrow path or pattern")
+    notes = (
+        [f"the walk stopped after {cut}, so results are incomplete; narrow path or pattern"] if cut else []
+    )
+    return Found(found, base_rel, notes)
+
+
+def path_span(shown: str) -> Span:
+    """The span of a listed path: the path as shown, no lines."""
+    return Span(shown, 0, 0)
+
+
+def glob(ws: Workspace, pattern: str, path: str = ".", max_results: int = 200) -> Observation:
+    """Find files and directories whose path matches a glob pattern; directories end with '/'.
+
+    The pattern is matched against paths relative to `path`: `*` and `?` stay within one
+    directory level, `**` spans any number of levels, `[a-z]` is a character range and
+    `{a,b}` lists alternatives. So `*.py` matches only directly in `path`, while `**/*.py`
+    matches at any depth. Results are sorted and relative to the workspace root; gitignored,
+    dependency/build directories and secrets are skipped. Use Grep to search file contents.
+
+    Args:
+        pattern: Glob pattern, e.g. '**/*.py', '**/test_*.{py,pyi}', '*' (list a directory).
+        path: Directory to search in, relative to the workspace root.
+        max_results: Maximum number of paths to return (1 to 1000).
+    """
+    if max_results < 1:
+        raise ToolError(f"max_results must be >= 1 (got {max_results})")
+    notes: list[str] = []
+    if max_results > MAX_RESULTS_CAP:
+        notes.append(f"max_results lowered to {MAX_RESULTS_CAP}")
+        max_results = MAX_RESULTS_CAP
+    result = find_paths(ws, pattern, path)
+    pattern = pattern.strip()
+    found, base_rel = result.paths, result.base_rel
+    notes += result.notes
     if not found:
         text = f"No paths match {pattern!r} under '{base_rel}'."
         if "/" not in pattern.rstrip("/") and "**" not in pattern:
             text += (
                 f" Note: '{pattern}' only matches directly in '{base_rel}'; use '**/{pattern}' for any depth."
             )
-        return text + (f" [note: {'; '.join(notes)}]" if notes else "")
-    shown: list[str] = []
+        return Observation(text + (f" [note: {'; '.join(notes)}]" if notes else ""))
+    out = ObservationBuilder()
+    shown = 0
     used = 0
     for rel in found[:max_results]:
         if used + len(rel) + 1 > OUTPUT_BUDGET:
             notes.append(f"output capped at about {OUTPUT_BUDGET} characters")
             break
-        shown.append(rel)
+        out.line(rel, path_span(rel))
+        shown += 1
         used += len(rel) + 1
-    footer = f"[{len(shown)} of {len(found)} paths matching {pattern!r} under '{base_rel}', sorted"
-    if len(shown) < len(found):
+    footer = f"[{shown} of {len(found)} paths matching {pattern!r} under '{base_rel}', sorted"
+    if shown < len(found):
         footer += "; narrow the pattern or path to see the rest"
     footer += "]"
     if notes:
         footer += f"\n[note: {'; '.join(notes)}]"
-    return "\n".join([*shown, footer])
+    out.line(footer)
+    return out.build()
 
 
 def _walk(ws: Workspace, compiled: _Compiled, base: str, base_rel: str) -> tuple[list[str], str]:

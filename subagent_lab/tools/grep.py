@@ -16,12 +16,13 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from subagent_lab.sandbox import DEFAULT_IGNORED_DIRS, SECRET_DIRS, SECRET_NAME_GLOBS, Workspace
-from subagent_lab.tools.base import MAX_OBSERVATION_CHARS, ToolError
+from subagent_lab.tools.base import MAX_OBSERVATION_CHARS, Observation, ObservationBuilder, Span, ToolError
 
 TIMEOUT_S = 10.0
 """Wall-clock limit of one rg run."""
@@ -64,7 +65,9 @@ def _raw(field_value: dict[str, Any]) -> bytes:
 
 
 @dataclass
-class _Hit:
+class Hit:
+    """One line rg printed: a match, or a context line around one."""
+
     path: str
     line: int
     text: str
@@ -72,10 +75,10 @@ class _Hit:
 
 
 @dataclass
-class _Run:
+class SearchRun:
     """What one rg run produced."""
 
-    hits: list[_Hit] = field(default_factory=list)
+    hits: list[Hit] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     matches: int = 0
     capped: bool = False  # stopped early because enough results were collected
@@ -86,19 +89,21 @@ class _Run:
     returncode: int | None = None
 
 
-def _display_line(data: dict[str, Any], is_match: bool) -> str:
+def _display_line(data: dict[str, Any], is_match: bool, width: int = MAX_LINE_CHARS) -> str:
     raw = _raw(data["lines"]).rstrip(b"\n").rstrip(b"\r")
-    if len(raw) <= MAX_LINE_CHARS:
+    if len(raw) <= width:
         return raw.decode("utf-8", errors="replace")
     # Show a window around the first match rather than the line's start.
     start = 0
     if is_match and data.get("submatches"):
         start = len(raw[: int(data["submatches"][0]["start"])].decode("utf-8", errors="replace"))
     text = raw.decode("utf-8", errors="replace")
-    begin = max(0, min(start - MAX_LINE_CHARS // 3, len(text) - MAX_LINE_CHARS))
-    window = text[begin : begin + MAX_LINE_CHARS]
+    if len(text) <= width:  # long in bytes only (multi-byte characters)
+        return text
+    begin = max(0, min(start - width // 3, len(text) - width))
+    window = text[begin : begin + width]
     prefix = "…" if begin > 0 else ""
-    suffix = "…" if begin + MAX_LINE_CHARS < len(text) else ""
+    suffix = "…" if begin + width < len(text) else ""
     return f"{prefix}{window}{suffix} [line of {len(text)} chars]"
 
 
@@ -106,9 +111,11 @@ def _normalise(path: str) -> str:
     return path[2:] if path.startswith("./") else path
 
 
-def _run(ws: Workspace, args: list[str], max_results: int, files_only: bool) -> _Run:
+def _run(
+    ws: Workspace, args: list[str], max_results: int, files_only: bool, line_chars: int = MAX_LINE_CHARS
+) -> SearchRun:
     """Run rg, parse its JSON stream incrementally, stop once enough results are in."""
-    run = _Run()
+    run = SearchRun()
     proc = subprocess.Popen(
         args, cwd=ws.root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
@@ -144,7 +151,7 @@ def _run(ws: Workspace, args: list[str], max_results: int, files_only: bool) -> 
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
-                    if _consume(ws, run, line, max_results, files_only):
+                    if _consume(ws, run, line, max_results, files_only, line_chars):
                         run.capped = True
                         break
                 if run.capped:
@@ -160,7 +167,10 @@ def _run(ws: Workspace, args: list[str], max_results: int, files_only: bool) -> 
     return run
 
 
-def _consume(ws: Workspace, run: _Run, line: bytes, max_results: int, files_only: bool) -> bool:
+def _consume(
+    ws: Workspace, run: SearchRun, line: bytes, max_results: int, files_only: bool,
+    line_chars: int = MAX_LINE_CHARS,
+) -> bool:  # fmt: skip
     """Add one rg JSON message to ``run``; True once more than ``max_results`` results are seen."""
     if not line.strip():
         return False
@@ -185,13 +195,14 @@ def _consume(ws: Workspace, run: _Run, line: bytes, max_results: int, files_only
             return True
     if not files_only:
         is_match = kind == "match"
-        run.hits.append(_Hit(path, int(data["line_number"]), _display_line(data, is_match), is_match))
+        text = _display_line(data, is_match, line_chars)
+        run.hits.append(Hit(path, int(data["line_number"]), text, is_match))
     return False
 
 
 def _build_args(
-    ws: Workspace, pattern: str, target: str, glob: str | None, case_insensitive: bool, context: int,
-    files_only: bool, max_results: int,
+    ws: Workspace, patterns: Sequence[str], target: str, glob: str | None, case_insensitive: bool,
+    context: int, files_only: bool, max_results: int, fixed_strings: bool = False,
 ) -> list[str]:  # fmt: skip
     args = [
         _rg_binary(), "--json", "--no-config", "--no-follow", "--hidden", "--sort", "path",
@@ -203,6 +214,8 @@ def _build_args(
     ]  # fmt: skip
     if not ws.honour_gitignore:
         args.append("--no-ignore")
+    if fixed_strings:
+        args.append("--fixed-strings")
     if context and not files_only:
         args += ["--context", str(context)]
     if glob:
@@ -215,7 +228,72 @@ def _build_args(
             args += ["--iglob", f"!{name}/"]
         for name_glob in SECRET_NAME_GLOBS:
             args += ["--iglob", f"!{name_glob}"]
-    return [*args, "--regexp", pattern, "--", target]
+    for pattern in patterns:  # several patterns: a line matching any of them matches
+        args += ["--regexp", pattern]
+    return [*args, "--", target]
+
+
+def check_pattern(pattern: str, glob: str | None = None) -> None:
+    """ToolError unless ``pattern`` (and ``glob``) can be handed to rg."""
+    if not pattern:
+        raise ToolError("pattern must not be empty")
+    if "\x00" in pattern or (glob and "\x00" in glob):
+        raise ToolError("pattern and glob must not contain NUL bytes")
+    try:
+        os.fsencode(pattern + (glob or ""))  # rg's arguments must be encodable
+    except UnicodeEncodeError:
+        raise ToolError("pattern and glob must be valid text (a lone UTF-16 surrogate was given)") from None
+
+
+def search_target(ws: Workspace, path: str) -> str:
+    """The workspace-relative form of the file or directory ``path`` to search, or ToolError."""
+    real = ws.resolve(path)
+    target = ws.rel(real)
+    if real.is_file() and real.stat().st_size > MAX_FILESIZE:
+        size_mb, cap_mb = real.stat().st_size // 2**20, MAX_FILESIZE // 2**20
+        raise ToolError(
+            f"'{target}' is {size_mb} MB, over Grep's {cap_mb} MB limit; "
+            "use Read with start= to page through it"
+        )
+    return target
+
+
+def search(
+    ws: Workspace,
+    patterns: Sequence[str],
+    target: str,
+    *,
+    glob: str | None = None,
+    case_insensitive: bool = False,
+    fixed_strings: bool = False,
+    context: int = 0,
+    files_only: bool = False,
+    max_results: int = 100,
+    line_chars: int = MAX_LINE_CHARS,
+) -> SearchRun:
+    """One bounded rg run over ``target`` (from ``search_target``) for any of ``patterns``.
+
+    Stops after ``max_results`` matching lines (files with ``files_only``); ToolError when rg
+    timed out, rejected the regex or failed.
+    """
+    args = _build_args(
+        ws, patterns, target, glob, case_insensitive, context, files_only, max_results, fixed_strings
+    )
+    run = _run(ws, args, max_results, files_only, line_chars)
+    shown = patterns[0] if len(patterns) == 1 else " | ".join(patterns)
+    scope = f"'{target}'" + (f" (glob {glob!r})" if glob else "")
+    if run.timed_out:
+        raise ToolError(
+            f"the search for {shown!r} in {scope} was cut after {TIMEOUT_S:.0f} s "
+            f"({run.matches} matches so far); narrow it with a sub-directory path, a glob, "
+            "or a more specific pattern"
+        )
+    if not run.finished and not run.capped and run.returncode not in (0, 1):
+        message = run.stderr.removeprefix("rg: ") or f"rg exited with status {run.returncode}"
+        if "regex" in message or "size limit" in message:
+            raise ToolError(f"invalid or too large regex {shown!r}: {message}")
+        raise ToolError(f"search failed: {message}")
+    return run
 
 
 def grep(
@@ -227,7 +305,7 @@ def grep(
     context: int = 0,
     files_only: bool = False,
     max_results: int = 100,
-) -> str:
+) -> Observation:
     """Search file contents with a regular expression (ripgrep syntax) and list matching lines.
 
     Results are `path:line: text`, with context lines as `path-line- text`. Hidden files are
@@ -235,7 +313,7 @@ def grep(
     and secrets are skipped. Use Glob to find files by name.
 
     Args:
-        pattern: Regular expression (Rust regex syntax, e.g. 'def \\w+\\(' or 'TODO|FIXME'); escape
+        pattern: Regular expression (Rust regex syntax, e.g. 'TODO|FIXME' or 'get_\\w+'); escape
             regex characters such as ( [ . to match them literally.
         path: File or directory to search, relative to the workspace root.
         glob: Only search files whose names match this glob, e.g. '*.py' or '*.{ts,tsx}'.
@@ -244,14 +322,7 @@ def grep(
         files_only: List only the paths of files that contain a match.
         max_results: Maximum number of matching lines (or files with files_only) to return (1 to 500).
     """
-    if not pattern:
-        raise ToolError("pattern must not be empty")
-    if "\x00" in pattern or (glob and "\x00" in glob):
-        raise ToolError("pattern and glob must not contain NUL bytes")
-    try:
-        os.fsencode(pattern + (glob or ""))  # rg's arguments must be encodable
-    except UnicodeEncodeError:
-        raise ToolError("pattern and glob must be valid text (a lone UTF-16 surrogate was given)") from None
+    check_pattern(pattern, glob)
     if max_results < 1:
         raise ToolError(f"max_results must be >= 1 (got {max_results})")
     if context < 0:
@@ -263,28 +334,12 @@ def grep(
     if context > MAX_CONTEXT:
         notes.append(f"context lowered to {MAX_CONTEXT}")
         context = MAX_CONTEXT
-    real = ws.resolve(path)
-    target = ws.rel(real)
-    if real.is_file() and real.stat().st_size > MAX_FILESIZE:
-        size_mb, cap_mb = real.stat().st_size // 2**20, MAX_FILESIZE // 2**20
-        raise ToolError(
-            f"'{target}' is {size_mb} MB, over Grep's {cap_mb} MB limit; "
-            "use Read with start= to page through it"
-        )
-    args = _build_args(ws, pattern, target, glob, case_insensitive, context, files_only, max_results)
-    run = _run(ws, args, max_results, files_only)
+    target = search_target(ws, path)
+    run = search(
+        ws, [pattern], target, glob=glob, case_insensitive=case_insensitive, context=context,
+        files_only=files_only, max_results=max_results,
+    )  # fmt: skip
     scope = f"'{target}'" + (f" (glob {glob!r})" if glob else "")
-    if run.timed_out:
-        raise ToolError(
-            f"the search for {pattern!r} in {scope} was cut after {TIMEOUT_S:.0f} s "
-            f"({run.matches} matches so far); narrow it with a sub-directory path, a glob, "
-            "or a more specific pattern"
-        )
-    if not run.finished and not run.capped and run.returncode not in (0, 1):
-        message = run.stderr.removeprefix("rg: ") or f"rg exited with status {run.returncode}"
-        if "regex" in message or "size limit" in message:
-            raise ToolError(f"invalid or too large regex {pattern!r}: {message}")
-        raise ToolError(f"search failed: {message}")
     if run.returncode == 2 and run.stderr and run.finished:
         notes.append("some files could not be read")
     if run.oversized:
@@ -294,13 +349,19 @@ def grep(
         if path not in (".", "", "./") or glob:
             text += " To search the whole workspace, call Grep with path '.' and no glob."
         else:
-            text += " Try a shorter pattern (one identifier, without 'def' or 'class') or another word."
-        return text + (f" [note: {'; '.join(notes)}]" if notes else "")
+            text += (
+                " Try a shorter pattern: one identifier, such as a function or class name alone,"
+                " or another word."
+            )
+        return Observation(text + (f" [note: {'; '.join(notes)}]" if notes else ""))
     return _format(run, pattern, scope, files_only, max_results, notes)
 
 
-def _format(run: _Run, pattern: str, scope: str, files_only: bool, max_results: int, notes: list[str]) -> str:
-    lines: list[str] = []
+def _format(
+    run: SearchRun, pattern: str, scope: str, files_only: bool, max_results: int, notes: list[str]
+) -> Observation:
+    out = ObservationBuilder()
+    lines = 0
     used = 0
     budget_hit = False
     if files_only:
@@ -309,9 +370,10 @@ def _format(run: _Run, pattern: str, scope: str, files_only: bool, max_results: 
             if used + len(path) + 1 > OUTPUT_BUDGET:
                 budget_hit = True
                 break
-            lines.append(path)
+            out.line(path, Span(path, 0, 0))
+            lines += 1
             used += len(path) + 1
-        count = f"{len(lines)} files"
+        count = f"{lines} files"
         more = run.capped or budget_hit
         footer = f"[{count} with matches for {pattern!r} in {scope}"
     else:
@@ -320,7 +382,7 @@ def _format(run: _Run, pattern: str, scope: str, files_only: bool, max_results: 
             while hits and not hits[-1].is_match:
                 hits = hits[:-1]  # context of the match that was cut
         shown_matches = 0
-        previous: _Hit | None = None
+        previous: Hit | None = None
         for hit in hits:
             if (
                 previous
@@ -337,8 +399,8 @@ def _format(run: _Run, pattern: str, scope: str, files_only: bool, max_results: 
                 budget_hit = True
                 break
             if entry:
-                lines.append(entry)
-            lines.append(text)
+                out.line(entry)
+            out.line(text, Span(hit.path, hit.line, hit.line))
             used += size
             shown_matches += hit.is_match
             previous = hit
@@ -356,9 +418,11 @@ def _format(run: _Run, pattern: str, scope: str, files_only: bool, max_results: 
         footer += f"\n[note: {'; '.join(notes)}]"
     first = next((h for h in run.hits if h.is_match), None)
     if first is not None and not files_only:
-        # Small models re-run a search that already succeeded; name the obvious next step.
+        # Small models re-run a search that already succeeded; name the obvious next step, with
+        # a bounded window (a Read without limit shows 400 lines).
         footer += (
-            f"\n[next: Read path={first.path!r} start={max(first.line - 5, 1)} to see the code, "
+            f"\n[next: Read path={first.path!r} start={max(first.line - 5, 1)} limit=40 to see the code, "
             f"or answer citing {first.path}:{first.line}]"
         )
-    return "\n".join([*lines, footer])
+    out.line(footer)
+    return out.build()

@@ -14,7 +14,7 @@ from typing import Any
 from subagent_lab.permissions import AskPolicy
 from subagent_lab.sandbox import Workspace
 from subagent_lab.task_tool import TaskContext, task
-from subagent_lab.tools.base import Tool
+from subagent_lab.tools.base import Tool, ToolResult
 from subagent_lab.tools.bash import bash
 from subagent_lab.tools.bwrap import BashSandbox
 from subagent_lab.tools.edit import ReadStamps, edit, tracked_read
@@ -37,10 +37,10 @@ def _bind(tool: Tool, pick: Callable[[MainToolContext], Any]) -> Tool:
     """The same tool, taking its own context out of the main agent's."""
 
     @functools.wraps(tool.fn)  # the schema follows __wrapped__: same parameters and docs
-    def bound(ctx: MainToolContext, **kwargs: Any) -> str:
+    def bound(ctx: MainToolContext, **kwargs: Any) -> ToolResult:
         return tool.fn(pick(ctx), **kwargs)
 
-    return Tool(tool.name, bound, kind=tool.kind)
+    return Tool(tool.name, bound, kind=tool.kind, bound=tool.bound)
 
 
 # Task with the main agent's context: the children's cap (reserved per call, so parallel calls

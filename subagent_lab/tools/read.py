@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from subagent_lab.sandbox import Workspace
-from subagent_lab.tools.base import MAX_OBSERVATION_CHARS, ToolDeniedError, ToolError
+from subagent_lab.tools.base import MAX_OBSERVATION_CHARS, Observation, Span, ToolDeniedError, ToolError
 
 MAX_LIMIT = 2000
 """Most lines one call may return."""
@@ -117,7 +118,107 @@ def _human(size: int) -> str:
     return f"{size} B"
 
 
-def read(ws: Workspace, path: str, start: int = 1, limit: int = 400) -> str:
+class PastEndError(ToolError):
+    """The requested first line lies past the end of the file, which has ``lines`` lines."""
+
+    def __init__(self, message: str, lines: int) -> None:
+        super().__init__(message)
+        self.lines = lines
+
+
+@dataclass
+class Window:
+    """What one bounded read of a file produced (before any formatting)."""
+
+    rel: str
+    """The file, workspace-relative."""
+    size: int
+    """Bytes in the file."""
+    start: int
+    end: int = 0
+    """The last line shown (0 for an empty file)."""
+    body: list[str] = field(default_factory=list)
+    """The lines shown, numbered like ``cat -n``."""
+    total: int | None = None
+    """Lines in the file; None when counting them would cost more than the scan budget."""
+    pending: bool = False
+    """Lines follow the last one shown."""
+    output_capped: bool = False
+    """The window stopped early at OUTPUT_BUDGET characters."""
+    replaced: bool = False
+    """Some bytes were not valid UTF-8 and are shown as U+FFFD."""
+    exhausted: bool = False
+    """The scan budget ran out."""
+
+    @property
+    def empty(self) -> bool:
+        return self.size == 0
+
+
+def read_window(ws: Workspace, path: str, start: int, limit: int) -> Window:
+    """Up to ``limit`` (<= MAX_LIMIT) lines of ``path`` from line ``start``, with every safety check.
+
+    Raises ToolDeniedError for what policy refuses (outside the workspace, secrets, non-regular
+    files), PastEndError when ``start`` lies past the end, ToolError for other unreadable cases.
+    """
+    handle, size, rel = _open_regular(ws, path)
+    with handle:
+        if b"\x00" in handle.read(BINARY_SNIFF):
+            raise ToolError(
+                f"'{rel}' looks binary (a NUL byte in its first 8 KiB, {_human(size)}); "
+                "Read shows text files only"
+            )
+        handle.seek(0)
+        window = Window(rel=rel, size=size, start=start)
+        if size == 0:
+            return window
+        scanner = _Scanner(handle)
+        lineno = 0
+        while lineno < start - 1 and scanner.next_line() is not None:
+            lineno += 1
+        if lineno < start - 1:
+            if scanner.exhausted:
+                raise ToolError(
+                    f"could not reach line {start} of '{rel}' within a {_human(SCAN_BUDGET)} scan "
+                    f"(stopped at line {lineno + 1}); the file has extremely long lines"
+                )
+            raise PastEndError(f"start={start} is past the end of '{rel}', which has {lineno} lines", lineno)
+        used = 0
+        while len(window.body) < limit:
+            item = scanner.next_line()
+            if item is None:
+                break
+            head, length = item
+            text = head.decode("utf-8", errors="replace")
+            if lineno == 0:
+                text = text.removeprefix("\ufeff")
+            if len(text) > MAX_LINE_CHARS or length < 0 or length > len(head) + 2:
+                total = "over " + _human(scanner.scanned) if length < 0 else _human(length)
+                # cut before checking for U+FFFD: a multi-byte character split by the cap is not
+                # a decoding problem of the file
+                text = text[:MAX_LINE_CHARS] + f" … [line truncated: {total} long]"
+            window.replaced = window.replaced or "\ufffd" in text
+            text = text.replace("\x00", "\u2400")  # a visible stand-in; NUL can break transports
+            entry = f"{lineno + 1:6d}\t{text}"
+            if window.body and used + len(entry) + 1 > OUTPUT_BUDGET:
+                window.pending = window.output_capped = True
+                break
+            window.body.append(entry)
+            used += len(entry) + 1
+            lineno += 1
+        window.end = lineno
+        if not window.body and not scanner.exhausted:
+            raise PastEndError(f"start={start} is past the end of '{rel}', which has {lineno} lines", lineno)
+        if not window.pending:
+            window.pending = scanner.next_line() is not None
+        rest = scanner.count_rest() if window.pending and not scanner.exhausted else 0
+        window.exhausted = scanner.exhausted
+        if rest is not None and not scanner.exhausted:
+            window.total = window.end + int(window.pending) + rest
+    return window
+
+
+def read_observed(ws: Workspace, path: str, start: int = 1, limit: int = 400) -> Observation:
     """Read a text file and return its lines numbered like `cat -n`, a window at a time.
 
     Shows at most `limit` lines from line `start`; long lines are cut at 2000 characters and
@@ -137,73 +238,39 @@ def read(ws: Workspace, path: str, start: int = 1, limit: int = 400) -> str:
     if limit > MAX_LIMIT:
         notes.append(f"limit lowered from {limit} to the maximum of {MAX_LIMIT}")
         limit = MAX_LIMIT
-    handle, size, rel = _open_regular(ws, path)
-    with handle:
-        if b"\x00" in handle.read(BINARY_SNIFF):
-            raise ToolError(
-                f"'{rel}' looks binary (a NUL byte in its first 8 KiB, {_human(size)}); "
-                "Read shows text files only"
-            )
-        handle.seek(0)
-        if size == 0:
-            return f"File: {rel} is empty (0 lines)."
-        scanner = _Scanner(handle)
-        lineno = 0
-        while lineno < start - 1 and scanner.next_line() is not None:
-            lineno += 1
-        if lineno < start - 1:
-            if scanner.exhausted:
-                raise ToolError(
-                    f"could not reach line {start} of '{rel}' within a {_human(SCAN_BUDGET)} scan "
-                    f"(stopped at line {lineno + 1}); the file has extremely long lines"
-                )
-            raise ToolError(f"start={start} is past the end of '{rel}', which has {lineno} lines")
-        body: list[str] = []
-        used = 0
-        replaced = False
-        pending = False  # a line exists after the last one shown
-        while len(body) < limit:
-            item = scanner.next_line()
-            if item is None:
-                break
-            head, length = item
-            text = head.decode("utf-8", errors="replace")
-            if lineno == 0:
-                text = text.removeprefix("\ufeff")
-            if len(text) > MAX_LINE_CHARS or length < 0 or length > len(head) + 2:
-                total = "over " + _human(scanner.scanned) if length < 0 else _human(length)
-                # cut before checking for U+FFFD: a multi-byte character split by the cap is not
-                # a decoding problem of the file
-                text = text[:MAX_LINE_CHARS] + f" … [line truncated: {total} long]"
-            replaced = replaced or "\ufffd" in text
-            text = text.replace("\x00", "\u2400")  # a visible stand-in; NUL can break transports
-            entry = f"{lineno + 1:6d}\t{text}"
-            if body and used + len(entry) + 1 > OUTPUT_BUDGET:
-                pending = True
-                notes.append(f"output capped at about {OUTPUT_BUDGET} characters")
-                break
-            body.append(entry)
-            used += len(entry) + 1
-            lineno += 1
-        shown_end = lineno
-        if not body and not scanner.exhausted:
-            raise ToolError(f"start={start} is past the end of '{rel}', which has {lineno} lines")
-        if not pending:
-            pending = scanner.next_line() is not None
-        rest = scanner.count_rest() if pending and not scanner.exhausted else 0
-        total_lines = None if rest is None or scanner.exhausted else shown_end + int(pending) + rest
-    of = f"of {total_lines}" if total_lines is not None else f"of an uncounted total ({_human(size)} file)"
+    window = read_window(ws, path, start, limit)
+    rel = window.rel
+    if window.empty:
+        return Observation(f"File: {rel} is empty (0 lines).")
+    total_lines, shown_end, pending = window.total, window.end, window.pending
+    if window.output_capped:
+        notes.append(f"output capped at about {OUTPUT_BUDGET} characters")
+    of = (
+        f"of {total_lines}"
+        if total_lines is not None
+        else f"of an uncounted total ({_human(window.size)} file)"
+    )
     header = f"File: {rel} — lines {start}-{shown_end} {of}"
-    if replaced:
+    if window.replaced:
         notes.append("bytes that are not valid UTF-8 are shown as \ufffd")
-    if scanner.exhausted and not pending:
+    if window.exhausted and not pending:
         notes.append(
             f"stopped after scanning {_human(SCAN_BUDGET)}; more may follow from start={shown_end + 1}"
         )
-    lines = [header, *body]
+    lines = [header, *window.body]
+    spans = [Span(rel, start, shown_end)] if window.body else []
+    ends = [len("\n".join(lines))]
     if pending:
         left = f"{total_lines - shown_end} more lines" if total_lines is not None else "more lines follow"
         lines.append(f"[{left}; call Read with start={shown_end + 1} to continue]")
     if notes:
         lines.append("[note: " + "; ".join(notes) + "]")
-    return "\n".join(lines)
+    return Observation("\n".join(lines), spans, ends[: len(spans)])
+
+
+def read(ws: Workspace, path: str, start: int = 1, limit: int = 400) -> str:
+    # The docstring (the tool description and argument docs) is read_observed's, set below.
+    return read_observed(ws, path, start, limit).text
+
+
+read.__doc__ = read_observed.__doc__

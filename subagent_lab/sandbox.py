@@ -228,10 +228,13 @@ class Workspace:
                 self._key_files[signature] = known
         return known
 
-    def hidden_from_search(self, rel: str) -> bool:
-        """Whether a search hit at ``rel`` must not be shown: a secret (name or content) or an
-        ignored path (a caller's glob makes rg search .gitignored files; they stay hidden)."""
-        return self.is_secret(rel) or self.is_ignored(rel) or self.is_secret_content(rel)
+    def hidden_from_search(self, rel: str, *, glob: str | None = None) -> bool:
+        """Whether a search hit at ``rel`` must not be shown: a secret (name or content), or, when
+        the search had a caller's ``glob`` (rg's globs override ignore rules), an ignored path."""
+        if self.is_secret(rel) or self.is_secret_content(rel):
+            return True
+        # Only then: matching a large .gitignore in Python costs what rg has already done.
+        return glob is not None and not glob.startswith("!") and self.is_ignored(rel)
 
     def is_ignored(self, rel: str, *, is_dir: bool = False, parents_checked: bool = False) -> bool:
         """Whether Grep/Glob should skip the path: a default ignored directory or a gitignore match.

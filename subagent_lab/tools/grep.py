@@ -87,6 +87,7 @@ class SearchRun:
     finished: bool = False  # rg reached its summary message
     stderr: str = ""
     returncode: int | None = None
+    glob: str | None = None  # the caller's glob: rg then searches .gitignored files too
 
 
 def _display_line(data: dict[str, Any], is_match: bool, width: int = MAX_LINE_CHARS) -> str:
@@ -112,10 +113,11 @@ def _normalise(path: str) -> str:
 
 
 def _run(
-    ws: Workspace, args: list[str], max_results: int, files_only: bool, line_chars: int = MAX_LINE_CHARS
-) -> SearchRun:
+    ws: Workspace, args: list[str], max_results: int, files_only: bool, line_chars: int = MAX_LINE_CHARS,
+    glob: str | None = None,
+) -> SearchRun:  # fmt: skip
     """Run rg, parse its JSON stream incrementally, stop once enough results are in."""
-    run = SearchRun()
+    run = SearchRun(glob=glob)
     proc = subprocess.Popen(
         args, cwd=ws.root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
@@ -183,7 +185,7 @@ def _consume(
         return False
     data = message["data"]
     path = _normalise(_text(data["path"]))
-    if ws.hidden_from_search(path):  # secret names/content; ignored files a caller's glob re-included
+    if ws.hidden_from_search(path, glob=run.glob):  # secrets; .gitignored files a glob re-included
         return False
     if kind == "match":
         run.matches += 1
@@ -279,7 +281,7 @@ def search(
     args = _build_args(
         ws, patterns, target, glob, case_insensitive, context, files_only, max_results, fixed_strings
     )
-    run = _run(ws, args, max_results, files_only, line_chars)
+    run = _run(ws, args, max_results, files_only, line_chars, glob)
     shown = patterns[0] if len(patterns) == 1 else " | ".join(patterns)
     scope = f"'{target}'" + (f" (glob {glob!r})" if glob else "")
     if run.timed_out:

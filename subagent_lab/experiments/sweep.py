@@ -149,6 +149,7 @@ def _caching_factory(
 def execute_run(run: RunSpec, model_factory: ModelFactory | None = None) -> dict[str, Any]:
     """Run one cell and return its row. Never raises: a crash becomes a row with the traceback."""
     started = time.time()
+    lab: LabConfig | None = None
     try:
         lab = load_config(run.config_path)
         factory = model_factory or default_model_factory(lab)
@@ -178,11 +179,12 @@ def execute_run(run: RunSpec, model_factory: ModelFactory | None = None) -> dict
         )
         return row
     except Exception as exc:  # recorded, not lost: the sweep goes on
+        redact = Redactor.for_config(lab) if lab else Redactor()  # every configured key, too
         return {
             **_base_row(run),
             "terminal_reason": "crashed",
             "status": "failed",
-            "error": Redactor()("".join(traceback.format_exception(exc))[-3000:]),
+            "error": redact("".join(traceback.format_exception(exc))[-3000:]),
             "elapsed_s": time.time() - started,
         }
 

@@ -301,3 +301,19 @@ def test_for_config_knows_every_configured_key(monkeypatch: pytest.MonkeyPatch, 
     model = ModelConfig(base_url="http://127.0.0.1:9/v1", model="m", api_key_env="LAB_GATEWAY")
     cfg = config.model_copy(update={"models": {"main": model, "light": None}})
     assert value in Redactor()(f"k={value}") and value not in Redactor.for_config(cfg)(f"k={value}")
+
+
+def test_main_agent_results_and_traces_use_the_config_redactor(
+    monkeypatch: pytest.MonkeyPatch, config: LabConfig, workspace: Path, tmp_path: Path
+) -> None:
+    from subagent_lab.agent import MainAgent
+    from subagent_lab.models.scripted import ScriptedModel
+
+    value = f"shapeless{_hex()}"
+    monkeypatch.setenv("LAB_GATEWAY", value)
+    model_cfg = ModelConfig(base_url="http://127.0.0.1:9/v1", model="m", api_key_env="LAB_GATEWAY")
+    cfg = config.model_copy(update={"models": {**config.models, "main": model_cfg}})
+    model = ScriptedModel([final(f"the gateway key is {value}")])
+    result = MainAgent(cfg, workspace, model_factory=lambda c, m: model, scratch_dir=tmp_path).run("Leak it")
+    assert result.answer is not None and "[REDACTED]" in result.answer
+    assert value not in result.model_dump_json() and value not in Path(result.trace_path).read_text()

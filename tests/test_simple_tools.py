@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 
 from subagent_lab.sandbox import Workspace
+from subagent_lab.tools import simple_grep
 from subagent_lab.tools.base import MAX_OBSERVATION_CHARS, Observation, ObservationBuilder, Tool
 from subagent_lab.tools.readonly import GLOB, GREP, READ, build_tools
-from subagent_lab.tools.simple import LINE_CHARS, ObservationLimits
+from subagent_lab.tools.simple import ObservationLimits
+from subagent_lab.tools.simple_grep import LINE_CHARS
 from subagent_lab.types import Span, ToolOutcome
 
 LOADERS = """\
@@ -280,6 +282,15 @@ def test_grep_narrowed_miss_falls_back_to_the_whole_workspace(ws: Workspace, too
     assert "pkg/env.py" in guessed.text
     assert call(tools["Grep"], ws, pattern="needle", path=".env").status == "denied"
     assert call(tools["Grep"], ws, pattern="needle", path="../outside").status == "denied"
+
+
+def test_grep_stops_broadening_when_its_time_is_spent(
+    ws: Workspace, tools: dict[str, Tool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(simple_grep, "BROADEN_BUDGET_S", 0.0)
+    out = call(tools["Grep"], ws, pattern="def get_template(name, globals=None)")
+    assert out.text.splitlines()[0] == "Stopped broadening the search after 0 s."
+    assert "get_template(name):" not in out.text and out.spans == []
 
 
 def test_grep_bounds_runaway_patterns(ws: Workspace, tools: dict[str, Tool]) -> None:

@@ -10,6 +10,20 @@ PY="${PYTHON:-python3}"
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 
+# The main agent's Bash runs inside bubblewrap; without bwrap it is disabled. Quiet when present.
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    log "installing bubblewrap (the sandbox of the main agent's Bash)"
+    export DEBIAN_FRONTEND=noninteractive
+    if ! apt-get install -y -qq bubblewrap >/dev/null 2>&1; then
+      apt-get update -qq >/dev/null 2>&1 || true
+      apt-get install -y -qq bubblewrap >/dev/null || log "could not install bubblewrap: Bash stays disabled"
+    fi
+  else
+    log "bwrap is missing: install the Debian package 'bubblewrap' as root, or Bash stays disabled"
+  fi
+fi
+
 if [ ! -x "$VENV/bin/python" ]; then
   log "creating virtual environment $VENV"
   "$PY" -m venv "$VENV"

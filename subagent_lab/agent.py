@@ -30,6 +30,7 @@ from subagent_lab.agent_result import (
     merge_outcomes,
     roll_up,
 )
+from subagent_lab.budget import MIN_OUTPUT_TOKENS
 from subagent_lab.launcher import (
     ModelFactory,
     ParentLink,
@@ -41,7 +42,6 @@ from subagent_lab.launcher import (
     loop_spec,
     workspace_overview,
 )
-from subagent_lab.budget import MIN_OUTPUT_TOKENS
 from subagent_lab.loop import LoopDeps, LoopOutcome, LoopSpec, run_loop
 from subagent_lab.models.base import Model
 from subagent_lab.permissions import AskPolicy, PermissionGate

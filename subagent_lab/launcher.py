@@ -29,7 +29,7 @@ from subagent_lab.sandbox import Workspace
 from subagent_lab.tools.readonly import build_tools
 from subagent_lab.tools.simple import ObservationLimits
 from subagent_lab.trace import Redactor, RunEnded, RunStarted, SubagentEvent, TraceWriter, new_id, to_json
-from subagent_lab.types import ConfigError, Message, ModelChoice, RunStatus, TerminalReason, Usage
+from subagent_lab.types import ConfigError, Message, ModelChoice, TerminalReason, Usage
 
 __all__ = [  # workspace_overview and render_task live in launch_io; imported from here by callers
     "ModelFactory", "ParentLink", "SubagentLauncher", "SubagentRequest", "SubagentResult", "cost_usd",
@@ -65,30 +65,19 @@ class ParentLink(BaseModel):
     trace_path: str | None = None
 
 
-class SubagentResult(BaseModel):
-    """Everything about one child run. ``launch`` returns this for every runtime outcome."""
+class SubagentResult(LoopOutcome):
+    """Everything about one child run: the loop's outcome plus who ran it, on what, at what cost.
+
+    ``launch`` returns this for every runtime outcome.
+    """
 
     run_id: str
     session_id: str
     profile: str
-    status: RunStatus
-    terminal_reason: TerminalReason
-    detail: str = ""
-    contract: dict[str, Any] | None = None
-    usage: Usage = Field(default_factory=Usage)
-    usage_by_call: list[Usage] = Field(default_factory=list)
-    tool_usage: dict[str, dict[str, int]] = Field(default_factory=dict)
     model_choice: ModelChoice
     model_used: ModelChoice
     model_id: str
     fallback: bool = False
-    steps: int = 0
-    model_calls: int = 0
-    repairs_used: int = 0
-    grace_used: bool = False
-    grounded_ratio: float | None = None
-    elapsed_s: float = 0.0
-    model_time_s: float = 0.0
     cost_usd: float = 0.0
     seed: int | None = None
     """The sampling seed every model call of the run was sent with."""

@@ -40,7 +40,7 @@ from subagent_lab.trace import Redactor
 from subagent_lab.types import ConfigError, ModelChoice
 
 TOOLS = ("Read", "Grep", "Glob")
-OUTCOMES = ("executed", "denied", "failed")
+OUTCOMES = ("executed", "repeated", "denied", "failed")
 
 
 class Variant(BaseModel):
@@ -233,6 +233,8 @@ def result_row(run: RunSpec, result: dict[str, Any], score: dict[str, Any]) -> d
         "repairs_used": result["repairs_used"],
         "grace_used": result["grace_used"],
         "grounded_ratio": result["grounded_ratio"],
+        "seen_ratio": result["seen_ratio"],
+        "prompt_counts_exact": result["prompt_counts_exact"],
         "trace_path": result["trace_path"],
         "error": None,
     }

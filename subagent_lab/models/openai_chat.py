@@ -298,6 +298,10 @@ class OpenAIChatModel:
         if usage is not None and usage.prompt_tokens is not None and usage.prompt_tokens >= 0:
             details = getattr(usage, "prompt_tokens_details", None)
             cached = getattr(details, "cached_tokens", None) or 0
+            timings = getattr(raw, "timings", None)
+            if not cached and isinstance(timings, dict) and isinstance(timings.get("prompt_n"), int):
+                # llama-server reports the prompt tokens it evaluated; the rest came from its cache.
+                cached = usage.prompt_tokens - timings["prompt_n"]
             completion = usage.completion_tokens or 0
             return Usage(
                 prompt_tokens=usage.prompt_tokens,

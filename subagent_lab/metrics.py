@@ -42,6 +42,15 @@ class ChildMetrics(BaseModel):
     elapsed_s: float = 0.0
     model_time_s: float = 0.0
     grounded_ratio: float | None = None
+    seen_ratio: float | None = None
+    action_calls: int = 0
+    """Act-phase model calls (a thought and one action each)."""
+    actions_cut: int = 0
+    """Action calls that ended with ``finish_reason: length`` (cut at their output cap)."""
+    action_tokens: list[int] = Field(default_factory=list)
+    """Completion tokens of each action call."""
+    prompt_count_pairs: list[tuple[int, int]] = Field(default_factory=list)
+    """(pre-call count, provider-reported prompt tokens) per call that was not a cache replay."""
 
     @property
     def tool_calls(self) -> dict[str, int]:
@@ -69,18 +78,26 @@ def child_metrics(events: Sequence[Event]) -> ChildMetrics:
             metrics.steps = max(metrics.steps, event.step + (1 if event.purpose == "step" else 0))
             metrics.repairs_used += event.purpose == "repair"
             metrics.grace_used = metrics.grace_used or event.purpose == "grace"
+            if event.purpose == "step":
+                metrics.action_calls += 1
+                metrics.actions_cut += event.finish_reason == "length"
+                metrics.action_tokens.append(event.usage.completion_tokens)
+            if not event.cache_hit and event.attempts == 1:
+                metrics.prompt_count_pairs.append((event.prompt_tokens_est, event.usage.prompt_tokens))
         elif isinstance(event, ModelCallFailed):
             usage += event.usage
             metrics.failed_model_calls += 1
             metrics.model_attempts += event.attempts
             metrics.model_time_s += event.latency_s
         elif isinstance(event, ToolFinished):
-            tools.setdefault(event.tool, Counter())[outcome_key[event.status]] += 1
+            outcome = "repeated" if event.from_record else outcome_key[event.status]
+            tools.setdefault(event.tool, Counter())[outcome] += 1
         elif isinstance(event, RunEnded):
             metrics.terminal_reason = event.terminal_reason
             metrics.status = event.status
             metrics.elapsed_s = event.elapsed_s
             metrics.grounded_ratio = event.grounded_ratio
+            metrics.seen_ratio = event.seen_ratio
             metrics.grace_used = metrics.grace_used or event.grace_used
     metrics.token_usage = usage
     metrics.tool_usage = {name: dict(c) for name, c in tools.items()}

@@ -401,3 +401,45 @@ def test_build_tools_interfaces() -> None:
         build_tools(["Read"], interface="fancy")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="Bash"):
         build_tools(["Bash"])
+
+
+NASTY = [
+    "", " ", "\x00", "a\x00b", "\ud800", "../", "/etc/passwd", ".env", "pkg", "pkg/", "(", "[a-", "\\",
+    "*", "**/*", "{a,b}" * 12, "a|b|", "|||", "def (", "x" * 5000, "line one\nline two", "\r\n", "é",
+    "pkg/../pkg/loaders.py", "~/.ssh/id_rsa",
+]  # fmt: skip
+
+
+def test_hostile_arguments_found_by_fuzzing(ws: Workspace, tools: dict[str, Tool]) -> None:
+    long_name = call(tools["Read"], ws, path="x" * 5000)  # os.stat raises ENAMETOOLONG
+    assert long_name.status == "error" and "does not exist" in long_name.text
+    assert call(tools["Grep"], ws, pattern="get_source", path="x" * 5000).status == "ok"
+    surrogate = call(tools["Glob"], ws, pattern="\ud800")  # echoed back: must stay valid UTF-8
+    assert surrogate.status == "ok" and "\\ud800" in surrogate.text
+    surrogate.model_dump_json()
+
+
+@pytest.mark.parametrize("name", ["Grep", "Read", "Glob"])
+def test_fuzzed_arguments_never_raise(ws: Workspace, tools: dict[str, Tool], name: str) -> None:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    text = st.one_of(st.sampled_from(NASTY), st.text(max_size=30))
+    number = st.one_of(st.integers(-5, 500), st.sampled_from([0, 10**20, -(10**20)]))
+    fields = tools[name].args_model.model_fields
+    strategies = {field: number if field == "line" else text for field in fields}
+    required = {f: s for f, s in strategies.items() if fields[f].is_required()}
+    optional = {f: s for f, s in strategies.items() if not fields[f].is_required()}
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(arguments=st.fixed_dictionaries(required, optional=optional))
+    def check(arguments: dict[str, Any]) -> None:
+        outcome = tools[name].invoke(ws, arguments)  # any exception fails the test
+        assert outcome.status in ("ok", "error", "denied")
+        assert len(outcome.text) <= MAX_OBSERVATION_CHARS + 200
+        assert "needle-secret" not in outcome.text
+        if outcome.status == "ok":
+            assert outcome.text.splitlines()[-1].startswith("Next: ")
+        outcome.model_dump_json()
+
+    check()

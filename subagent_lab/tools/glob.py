@@ -202,8 +202,9 @@ def compile_pattern(pattern: str) -> _Compiled:
     return _Compiled(tuple(alternatives), dirs_only)
 
 
-def _display(rel: str) -> str:
-    # Non-UTF-8 names arrive with surrogate escapes, which cannot be serialised as JSON text.
+def display_path(rel: str) -> str:
+    """A path as observations show it: non-UTF-8 names arrive with surrogate escapes, which
+    cannot be serialised as JSON text, so their bytes are shown as U+FFFD."""
     return rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
@@ -335,7 +336,7 @@ def _walk(ws: Workspace, compiled: _Compiled, base: str, base_rel: str) -> tuple
             if ws.is_secret(ws_rel) or ws.is_ignored(ws_rel, is_dir=is_dir, parents_checked=True):
                 continue
             if compiled.accepts(next_states) and (is_dir or not compiled.dirs_only):
-                found.append(_display(ws_rel) + ("/" if is_dir else ""))
+                found.append(display_path(ws_rel) + ("/" if is_dir else ""))
             if is_dir and not is_link and compiled.can_continue(next_states):
                 stack.append((entry.path, rel, next_states))
     return found, ""

@@ -13,6 +13,7 @@ Grep lives in ``simple_grep.py``. The safety checks are the full tools' own (``g
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from pathlib import PurePosixPath
@@ -21,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from subagent_lab.sandbox import Workspace
 from subagent_lab.tools.base import Observation, ObservationBuilder, Span, ToolError
-from subagent_lab.tools.glob import find_paths, path_span
+from subagent_lab.tools.glob import display_path, find_paths, path_span
 from subagent_lab.tools.read import MAX_LIMIT, OUTPUT_BUDGET, PastEndError, Window, read_window
 from subagent_lab.tools.simple_grep import quote as _quote
 from subagent_lab.tools.simple_grep import simple_grep
@@ -30,6 +31,8 @@ __all__ = ["ObservationLimits", "simple_glob", "simple_grep", "simple_read"]
 
 BEFORE = 10
 """Lines a Read window shows before the asked line."""
+MAX_NAME_CHARS = 255
+"""Longest file name looked for elsewhere when a path does not exist (longer ones cannot exist)."""
 
 
 class ObservationLimits(BaseModel):
@@ -57,10 +60,11 @@ def _existing_file(ws: Workspace, path: str) -> tuple[str, str]:
     file name (``pkg/loaders.py`` for ``loaders.py``) is read there, with a note; otherwise a
     ToolError lists the files with that name."""
     real = ws.resolve(path, must_exist=False)  # refusals still raise here
-    if real.exists():
+    if os.path.exists(real):  # False, not OSError, for an over-long name
         return path, ""
     name = PurePosixPath(path.strip().replace("\\", "/")).name
-    found = find_paths(ws, f"**/{_escape_glob(name)}") if name else None
+    searchable = name and len(name) <= MAX_NAME_CHARS
+    found = find_paths(ws, f"**/{_escape_glob(name)}") if searchable else None
     files = [p for p in (found.paths if found else []) if not p.endswith("/")]
     given = path.strip().strip("/").removeprefix("./")
     if len(files) == 1 and (given.endswith("/" + files[0]) or files[0].endswith("/" + given)):
@@ -114,7 +118,7 @@ def simple_read(ws: Workspace, path: str, line: int = 1, window: int = 50) -> Ob
         start = max(1, exc.lines - window + 1)
         notes.append(f"Line {line} is past the end of the file ({exc.lines} lines); showing its last lines.")
         shown = read_window(ws, path, start, window)
-    rel = shown.rel
+    rel = display_path(shown.rel)
     out = ObservationBuilder()
     for note in notes:
         out.line(note)
@@ -159,7 +163,7 @@ def simple_glob(ws: Workspace, pattern: str, path: str = ".", max_results: int =
         raise ToolError(f"max_results must be >= 1 (got {max_results})")
     notes: list[str] = []
     real = ws.resolve(path, must_exist=False)
-    if not real.exists():
+    if not os.path.exists(real):  # False, not OSError, for an over-long name
         notes.append(f"{_quote(path)} does not exist, so the whole workspace was listed.")
         path = "."
     pattern = pattern.strip()

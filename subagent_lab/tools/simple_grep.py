@@ -8,6 +8,7 @@ tool holds here too.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections import Counter
@@ -43,8 +44,10 @@ _ASSIGNMENT = re.compile(r"^([A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)")
 
 
 def quote(value: str) -> str:
-    """An argument value as the ``Next:`` lines write it: a JSON string."""
-    return json.dumps(value, ensure_ascii=False)
+    """An argument value as the ``Next:`` lines write it: a JSON string (lone surrogates escaped,
+    since the observation must stay valid UTF-8)."""
+    text = json.dumps(value, ensure_ascii=False)
+    return json.dumps(value) if re.search("[\ud800-\udfff]", text) else text
 
 
 def _words(patterns: tuple[str, ...]) -> str:
@@ -128,7 +131,7 @@ def _definition(text: str, words: tuple[str, ...]) -> int:
 def _grep_scope(ws: Workspace, path: str) -> tuple[str, str]:
     """(target, note): a path that does not exist is searched as the whole workspace, with a note."""
     real = ws.resolve(path, must_exist=False)  # refusals (outside, secrets) still raise here
-    if not real.exists():
+    if not os.path.exists(real):  # False, not OSError, for an over-long name
         return ".", f"{quote(path)} does not exist, so the whole workspace was searched."
     return search_target(ws, path), ""
 

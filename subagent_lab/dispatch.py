@@ -23,7 +23,7 @@ FINISH_SCHEMA = {
     "type": "function",
     "function": {
         "name": FINISH,
-        "description": "Stop searching and give the final answer (asked for next).",
+        "description": "Stop searching and write the final answer.",
         "parameters": {"type": "object", "properties": {}},
     },
 }
@@ -43,6 +43,16 @@ def seen_paths(state: RunState) -> list[str]:
     return list(paths)
 
 
+def seen_locations(state: RunState, limit: int = 12) -> list[str]:
+    """The first locations the run's tools showed, as ``path:line`` / ``path:start-end``."""
+    items = [
+        f"{s.path}:{s.start}" if s.start == s.end else f"{s.path}:{s.start}-{s.end}"
+        for s in state.seen
+        if s.start
+    ]
+    return list(dict.fromkeys(items))[:limit]
+
+
 def run_tools(
     spec: LoopSpec, deps: LoopDeps, state: RunState, calls: list[ToolCall]
 ) -> tuple[list[Message], bool]:
@@ -54,6 +64,7 @@ def run_tools(
     else:
         outcomes = [run_tool(spec, deps, state, i, c) for i, c in enumerate(calls)]
     new = False
+    state.repeated_tools = {c.name for c, (_, repeated) in zip(calls, outcomes, strict=True) if repeated}
     for i, (call, (outcome, repeated)) in enumerate(zip(calls, outcomes, strict=True)):
         if repeated:
             continue

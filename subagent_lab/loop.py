@@ -17,7 +17,7 @@ from typing import Any, Literal
 from subagent_lab.budget import Budget
 from subagent_lab.context import compact
 from subagent_lab.contracts import contract_schema, ground_evidence, grounded_ratio, parse_contract
-from subagent_lab.dispatch import FINISH, FINISH_SCHEMA, executed_calls, run_tools, seen_paths
+from subagent_lab.dispatch import FINISH, FINISH_SCHEMA, executed_calls, run_tools, seen_locations, seen_paths
 from subagent_lab.loop_state import LoopDeps, LoopOutcome, LoopSpec, RunState
 from subagent_lab.models.base import ModelCallError
 from subagent_lab.models.tokens import TokenCount, prompt_counter
@@ -129,6 +129,10 @@ def _act(spec: LoopSpec, deps: LoopDeps, state: RunState) -> ModelResponse:
     allowed = [name for name in deps.tools if name != "Read" or not spec.constrain_paths or seen_paths(state)]
     if executed_calls(state) >= spec.min_tool_calls:
         allowed.append(FINISH)
+    # A repeat is answered from the record; at temperature 0 the same prompt would repeat it
+    # again, so the grammar offers something else next (where another action is left).
+    fresh = [name for name in allowed if name not in state.repeated_tools]
+    allowed = fresh or allowed
     choices = {"Read": {"path": seen_paths(state)}} if spec.constrain_paths and "Read" in allowed else {}
     for attempt in range(2):
         response = _call_model(spec, deps, state, "step", allowed_tools=allowed, arg_choices=choices)
@@ -160,8 +164,17 @@ def _finish(spec: LoopSpec, deps: LoopDeps, state: RunState, response: ModelResp
             Message(role="tool", content="Finishing.", tool_call_id=c.id, name=c.name)
             for c in response.tool_calls
         )
-        _add_prompt(deps, state, "final", FINAL_PROMPT if spec.contract else FINAL_PROMPT_FREE)
+        _add_prompt(deps, state, "final", _final_prompt(spec, state))
     _final_answer(spec, deps, state, "repair" if candidate else "final")
+
+
+def _final_prompt(spec: LoopSpec, state: RunState, lead: str | None = None) -> str:
+    prompt = lead or (FINAL_PROMPT if spec.contract else FINAL_PROMPT_FREE)
+    locations = seen_locations(state)
+    if spec.contract and locations:
+        # Small models leave evidence empty unless the citable places are in front of them.
+        prompt += " Locations the tools showed you (cite those that answer the task): " + ", ".join(locations)
+    return prompt
 
 
 def _final_answer(spec: LoopSpec, deps: LoopDeps, state: RunState, purpose: Purpose) -> None:
@@ -362,7 +375,9 @@ def _check_final(spec: LoopSpec, deps: LoopDeps, state: RunState, text: str) -> 
 
 def _grace(spec: LoopSpec, deps: LoopDeps, state: RunState, stop: Stop) -> dict[str, Any] | None:
     """One final-answer call without tools to collect findings; None if it cannot fit or fails."""
-    _add_prompt(deps, state, "grace", GRACE_PROMPT.format(why=stop.detail or stop.reason))
+    _add_prompt(
+        deps, state, "grace", _final_prompt(spec, state, GRACE_PROMPT.format(why=stop.detail or stop.reason))
+    )
     try:
         _final_answer(spec, deps, state, "grace")
     except Finished as done:

@@ -51,7 +51,7 @@ class LoopSpec:
     """Read may name only files a tool has shown (enforced by the grammar where there is one)."""
     evidence_from_seen: bool = False
     """The final answer's evidence items are limited by the grammar to lines a tool has shown."""
-    thought_max_chars: int = 200
+    thought_max_chars: int = 120
     arg_max_chars: int = 160
 
 
@@ -119,6 +119,8 @@ class RunState:
     observations: set[int] = field(default_factory=set)
     """Hashes of observation texts so far: a turn that adds none is a stale turn."""
     stale_turns: int = 0
+    repeated_tools: set[str] = field(default_factory=set)
+    """Tools whose call last turn repeated an earlier one: not offered this turn."""
     seen: list[Span] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     grounded: float | None = None

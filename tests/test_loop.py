@@ -252,3 +252,24 @@ def test_blind_answer_is_nudged_until_a_tool_ran(make_launcher: LauncherFactory)
     assert "finish" not in (model.requests[0].allowed_tools or [])  # decoding offers tools only
     assert "call a tool first" in model.requests[1].messages[-1].content
     assert "finish" in (model.requests[2].allowed_tools or [])
+
+
+def test_after_a_repeat_the_grammar_offers_something_else(make_launcher: LauncherFactory) -> None:
+    grep = tool_call("Grep", _id="g", pattern="login")
+    launcher, model = make_launcher([grep, grep, tool_call("Read", path="app/auth.py"), final(GOOD)])
+    result = launcher.launch(_request())
+    assert result.terminal_reason == "completed"
+    assert "Grep" in (model.requests[1].allowed_tools or [])
+    assert "Grep" not in (model.requests[2].allowed_tools or [])  # the repeated tool sits out a turn
+    assert "Grep" in (model.requests[3].allowed_tools or [])
+
+
+def test_final_prompt_lists_the_locations_the_tools_showed(make_launcher: LauncherFactory) -> None:
+    launcher, model = make_launcher(
+        [tool_call("Grep", pattern="def login"), tool_call("finish"), final(GOOD)]
+    )
+    result = launcher.launch(_request())
+    assert result.terminal_reason == "completed"
+    final_request = model.requests[-1]
+    assert final_request.phase == "final"
+    assert "app/auth.py:4" in final_request.messages[-1].content

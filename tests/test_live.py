@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -11,12 +10,13 @@ from conftest import REPO
 from subagent_lab.launcher import SubagentLauncher, SubagentRequest
 from subagent_lab.metrics import child_metrics
 from subagent_lab.profiles import LabConfig, load_config
+from subagent_lab.server import llama_server_binary
 from subagent_lab.trace import ModelCalled, RunEnded, RunStarted, read_trace
 
 pytestmark = pytest.mark.live
 
-if importlib.util.find_spec("llama_cpp") is None:  # setup.sh installs it; a bare pip install may not
-    pytest.skip("llama-cpp-python is not installed (run scripts/setup.sh)", allow_module_level=True)
+if not llama_server_binary().is_file():  # setup.sh builds it; a bare pip install does not
+    pytest.skip("llama-server is not built (run scripts/setup.sh)", allow_module_level=True)
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,9 @@ def test_real_child_run_bookkeeping(live_config: LabConfig, workspace: Path, cho
     assert isinstance(events[0], RunStarted) and isinstance(events[-1], RunEnded)
     calls = [e for e in events if isinstance(e, ModelCalled)]
     assert len(calls) == result.model_calls
-    assert all(c.usage.prompt_tokens <= c.prompt_tokens_est for c in calls)  # estimates are conservative
+    # the pre-call count is the server's own template + tokenizer: exactly what it then reports
+    assert all(c.prompt_exact and c.usage.prompt_tokens == c.prompt_tokens_est for c in calls)
+    assert result.prompt_counts_exact
     metrics = child_metrics(events)
     assert metrics.token_usage == result.usage and metrics.tool_usage == result.tool_usage
     assert metrics.terminal_reason == result.terminal_reason

@@ -6,7 +6,6 @@ temporary cache directory; only the ``live`` test loads the real models.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -23,6 +22,7 @@ import pytest
 
 from subagent_lab import server, weights
 from subagent_lab.cli import main as cli_main
+from subagent_lab.llama_server import backend_command
 from subagent_lab.profiles import LabConfig, ModelConfig, ServerConfig
 from subagent_lab.server import ServerError
 
@@ -222,13 +222,29 @@ def test_server_settings_for_both_models(lab: LabConfig) -> None:
     paths = {"light": Path("/m/light.gguf"), "main": Path("/m/main.gguf")}
     settings = server.server_settings(lab, paths)
     assert settings["port"] == lab.server.port
-    assert [m["model_alias"] for m in settings["models"]] == ALIASES
+    assert settings["binary"] == str(server.llama_server_binary())
+    assert [m["alias"] for m in settings["models"]] == ALIASES
     for model in settings["models"]:
-        assert model["n_ctx"] == lab.server.n_ctx
-        assert model["logits_all"] is False  # else ~10 GB of logits at n_ctx 16384
-        assert model["n_threads"] >= 1 and "chat_format" not in model
-    custom = lab.model_copy(update={"server": ServerConfig(n_threads=3)})
-    assert {m["n_threads"] for m in server.server_settings(custom, paths)["models"]} == {3}
+        assert model["ctx_per_slot"] == lab.server.n_ctx and model["parallel"] == lab.server.parallel
+        assert model["threads"] >= 1
+    custom = lab.model_copy(update={"server": ServerConfig(n_threads=3, parallel=4)})
+    assert {m["threads"] for m in server.server_settings(custom, paths)["models"]} == {3}
+
+
+def test_backend_command_gives_every_slot_the_configured_context() -> None:
+    model = {"path": "/m/x.gguf", "alias": "a", "ctx_per_slot": 16384, "parallel": 2, "threads": 2}
+    command = backend_command("/bin/llama-server", model, 9999)
+    assert command[command.index("--ctx-size") + 1] == str(16384 * 2)  # split evenly over the slots
+    assert command[command.index("--parallel") + 1] == "2"
+    assert "--jinja" in command and command[command.index("--alias") + 1] == "a"
+
+
+def test_missing_llama_server_binary_names_the_fix(
+    lab: LabConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SUBAGENT_LAB_LLAMA_SERVER", str(tmp_path / "nope" / "llama-server"))
+    with pytest.raises(ServerError, match=r"llama-server at .*nope.*scripts/setup.sh"):
+        server.ensure_server(lab)
 
 
 def test_only_default_endpoints_are_managed(lab: LabConfig) -> None:
@@ -257,8 +273,8 @@ def test_cli_reports_errors_in_one_line(
 
 
 def _live_ready() -> str | None:
-    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("uvicorn") is None:
-        return "llama-cpp-python[server] is not installed (run scripts/setup.sh)"
+    if not server.llama_server_binary().is_file():
+        return f"llama-server is not built at {server.llama_server_binary()} (run scripts/setup.sh)"
     for spec in weights.SPECS.values():
         if not weights.is_verified(spec):
             try:
@@ -291,6 +307,32 @@ def test_live_embedded_server_chat(config: LabConfig) -> None:
         )
         assert reply.choices[0].message.content
         assert reply.usage is not None and reply.usage.prompt_tokens > 0 and reply.usage.completion_tokens > 0
+        # A stock OpenAI-tools client gets native tool calls (llama-server parses Qwen's <tool_call>).
+        grep = {
+            "type": "function",
+            "function": {
+                "name": "grep",
+                "description": "Search the repository for a literal string.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"pattern": {"type": "string"}},
+                    "required": ["pattern"],
+                },
+            },
+        }
+        called = client.chat.completions.create(
+            model=ALIASES[1],
+            messages=[
+                {"role": "user", "content": "Use the grep tool to search the repository for 'def load'."}
+            ],
+            tools=[grep],
+            tool_choice="required",
+            temperature=0,
+            max_tokens=64,
+        )
+        calls = called.choices[0].message.tool_calls or []
+        assert calls and calls[0].function.name == "grep"
+        assert "pattern" in json.loads(calls[0].function.arguments)
     finally:
         assert server.stop_server(lab) is True
         for suffix in (".json", ".log", ".log.1", ".lock"):  # one-off port: leave no files behind

@@ -281,6 +281,9 @@ class OpenAIChatModel:
             response.parse_ok = False
             return response
         action = parse_action(value)
+        if action is None and "tool" in value:
+            response.parse_ok = False  # an action with an unusable tool name: retried, not an answer
+            return response
         if action is None:
             # An unwrapped answer ({"status": ..., "summary": ...}) from a server without grammar
             # support: hand it to the contract check, which decides whether it is valid.

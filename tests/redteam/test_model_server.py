@@ -31,7 +31,7 @@ from redteam.support import (
 from subagent_lab.launcher import SubagentLauncher, SubagentRequest, SubagentResult
 from subagent_lab.metrics import child_metrics
 from subagent_lab.profiles import LabConfig
-from subagent_lab.trace import ModelCalled, ModelCallFailed, RunEnded, read_trace
+from subagent_lab.trace import ModelCalled, ModelCallFailed, PromptAdded, RunEnded, read_trace
 from subagent_lab.types import Usage
 
 ERR = {"error": {"message": "simulated failure", "type": "server_error"}}
@@ -82,6 +82,9 @@ def _invariants(result: SubagentResult, server: FakeOpenAI, *, exact_requests: b
     total = Usage()
     for c in calls:
         total += c.usage
+    for f in failed:  # every token counted: a failed call's attempts are charged too (estimated)
+        assert f.usage.estimated or f.usage.total_tokens == 0
+        total += f.usage
     assert result.usage == total
     metrics = child_metrics(events)
     assert metrics.token_usage == result.usage and metrics.tool_usage == result.tool_usage
@@ -91,6 +94,8 @@ def _invariants(result: SubagentResult, server: FakeOpenAI, *, exact_requests: b
 
 GREP = ok(act("Grep", pattern="def login"))
 DONE = ok(answer(GOOD))
+FINISH = ok(act("finish"))
+CUT = '{"thought": "search the code", "tool": "Gr'
 INVENTED = {
     **GOOD,
     "evidence": [
@@ -156,17 +161,38 @@ SCENARIOS: dict[str, Scenario] = {
         "completed",
         4,
     ),
+    # A cut-off final answer is an invalid contract: repaired, then invalid_output.
     "finish-reason-length": Scenario(
-        [GREP],
+        [GREP, FINISH],
         "invalid_output",
-        4,
-        default=ok('{"final": {"status": "completed", "summ', finish_reason="length"),
-        usage=4 * PER_CALL,
+        5,
+        default=ok('{"status": "completed", "summ', finish_reason="length"),
+        usage=5 * PER_CALL,
+    ),
+    # A cut-off action gets one retry, then the turn is stale; it never becomes the answer.
+    # 1 Grep + 3 stale turns x 2 attempts + a grace call and its 2 repairs.
+    "action-cut-off": Scenario(
+        [GREP], "loop_detected", 10, default=ok(CUT, finish_reason="length"), usage=10 * PER_CALL
     ),
     "empty-content": Scenario(
-        [GREP, ok(""), Reply(body=chat(None)), ok("  ")], "invalid_output", 4, usage=480
+        [GREP, FINISH, ok(""), Reply(body=chat(None)), ok("  ")], "invalid_output", 5, usage=5 * PER_CALL
     ),
-    "same-call-forever": Scenario([], "loop_detected", 6, default=GREP, usage=6 * PER_CALL),
+    # Empty actions are retried (the second empty one makes a stale turn); the run goes on.
+    "empty-action": Scenario(
+        [
+            GREP,
+            ok(""),
+            Reply(body=chat(None)),
+            ok(act("Read", path="app/auth.py")),
+            FINISH,
+            ok(json.dumps(GOOD)),
+        ],
+        "completed",
+        6,
+        usage=6 * PER_CALL,
+    ),
+    # 1 Grep + 3 repeats answered from the record (3 stale turns) + a grace call and its 2 repairs.
+    "same-call-forever": Scenario([], "loop_detected", 7, default=GREP, usage=7 * PER_CALL),
     # The JSON action protocol extracts the object from fences or prose (models run unconstrained
     # too); the contract check itself stays strict, as native-fenced-contract shows.
     "fenced-contract": Scenario([GREP, ok("```json\n" + json.dumps(GOOD) + "\n```")], "completed", 2),
@@ -258,7 +284,19 @@ SCENARIOS: dict[str, Scenario] = {
     "native-surrogate-arguments": Scenario(
         [Reply(body=SURROGATE_CALL), ok(json.dumps(GOOD))], "completed", 2, protocol="native"
     ),
-    "huge-content": Scenario([GREP], "context_budget", 2, default=ok("x" * 3_000_000), usage=240),
+    # Junk actions are retried and never enter the conversation: no request carries them. The grace
+    # call's junk answer would, and its repair cannot fit the context budget.
+    "huge-content": Scenario([GREP], "loop_detected", 8, default=ok("x" * 3_000_000), usage=8 * PER_CALL),
+    "huge-final-answer": Scenario(
+        [GREP, FINISH], "context_budget", 3, default=ok("x" * 3_000_000), usage=3 * PER_CALL
+    ),
+    # A server that ignores the grammar's thought cap: the next prompt cannot fit, nothing is sent.
+    "huge-thought": Scenario(
+        [GREP, ok(json.dumps({"thought": "x" * 3_000_000, "tool": "Read", "path": "app/auth.py"}))],
+        "context_budget",
+        2,
+        usage=2 * PER_CALL,
+    ),
     "native-fenced-contract": Scenario(
         [ok("Here you go:\n```json\n" + json.dumps(GOOD) + "\n```"), ok(json.dumps(GOOD))],
         "completed",
@@ -301,9 +339,27 @@ def test_hostile_server(name: str, config: LabConfig, workspace: Path, tmp_path:
     elif name in ("torn-json-200", "html-200", "malformed-shapes"):
         assert all("malformed response" in e.error for e in failed)
     elif name == "finish-reason-length":
-        assert [c.finish_reason for c in calls[1:]] == ["length"] * 3 and result.repairs_used == 2
+        assert [c.finish_reason for c in calls[2:]] == ["length"] * 3 and result.repairs_used == 2
+        assert [c.purpose for c in calls] == ["step", "step", "final", "repair", "repair"]
+    elif name == "action-cut-off":
+        retries = [e for e in events if isinstance(e, PromptAdded) and e.purpose == "retry"]
+        assert len(retries) == 3 and "cut off" in retries[0].content
+        assert result.contract is None and result.status == "failed" and result.grace_used
+        assert [c.purpose for c in calls] == ["step"] * 7 + ["grace", "repair", "repair"]
+        # the cut action never entered the conversation: its retry (and every later act call) lacks it
+        assert all(CUT not in json.dumps(r.body) for r in server.requests[:8])
+    elif name == "empty-action":
+        assert result.tool_usage == {"Grep": {"executed": 1}, "Read": {"executed": 1}}
+        assert result.contract == GOOD and result.repairs_used == 0
     elif name == "same-call-forever":
-        assert result.tool_usage == {"Grep": {"executed": 2, "denied": 1}} and result.grace_used
+        assert result.tool_usage == {"Grep": {"executed": 1, "repeated": 3}} and result.grace_used
+        # after a repeat the grammar no longer offers the repeated tool
+        offered = [json.dumps(r.body.get("response_format", {})) for r in server.requests[2:4]]
+        assert offered and all('"const": "Grep"' not in o and '"const": "Read"' in o for o in offered)
+    elif name in ("huge-content", "huge-thought"):
+        assert all(len(json.dumps(r.body)) < 1_000_000 for r in server.requests[1:])
+    elif name == "huge-final-answer":
+        assert result.contract is None and not result.grace_used
     elif name == "fenced-contract":
         assert result.repairs_used == 0 and result.contract == GOOD
     elif name == "invented-evidence-accepted":

@@ -101,9 +101,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     df.to_csv(out / "results.csv", index=False)
     summary.to_csv(out / "summary.csv", index=False)
     _save_plot(df, out / "terminal_reasons.png")
-    print(
-        f"\nwritten: {out / 'results.csv'}, summary.csv and terminal_reasons.png beside it"
-    )
+    print(f"\nwritten: {out / 'results.csv'}, summary.csv and terminal_reasons.png beside it")
     return 0
 
 

@@ -37,9 +37,9 @@ def executed_calls(state: RunState) -> int:
     return sum(counts["executed"] for counts in state.tool_usage.values())
 
 
-def seen_paths(state: RunState) -> list[str]:
-    """Files some observation has shown, in the order first shown (directories left out)."""
-    paths = dict.fromkeys(s.path for s in state.seen if not s.path.endswith("/"))
+def seen_paths(state: RunState, *, dirs: bool = False) -> list[str]:
+    """Files (and with ``dirs``, directories) some observation has shown, in the order first shown."""
+    paths = dict.fromkeys(s.path for s in state.seen if dirs or not s.path.endswith("/"))
     return list(paths)
 
 
@@ -65,6 +65,10 @@ def run_tools(
         outcomes = [run_tool(spec, deps, state, i, c) for i, c in enumerate(calls)]
     new = False
     state.repeated_tools = {c.name for c, (_, repeated) in zip(calls, outcomes, strict=True) if repeated}
+    state.last_hits = any(
+        c.name == "Grep" and not repeated and any(s.start for s in o.spans)
+        for c, (o, repeated) in zip(calls, outcomes, strict=True)
+    )
     for i, (call, (outcome, repeated)) in enumerate(zip(calls, outcomes, strict=True)):
         if repeated:
             continue
@@ -89,11 +93,11 @@ def _repeat_of(state: RunState, call: ToolCall) -> Record | None:
 
 def _choice_error(spec: LoopSpec, state: RunState, call: ToolCall) -> str | None:
     """Enforce ``constrain_paths`` where no grammar did (native tool calls, other servers)."""
-    if not spec.constrain_paths or call.name != "Read":
+    if not spec.constrain_paths or "path" not in call.arguments:
         return None
     path = str(call.arguments.get("path", "")).removeprefix("./")
-    shown = seen_paths(state)
-    if path in shown:
+    shown = seen_paths(state, dirs=call.name != "Read")
+    if path in shown or (call.name != "Read" and path in (".", "")):
         return None
     listed = ", ".join(shown[-8:]) or "none yet: search with Grep or Glob first"
     return f"Error: Read only files a search has shown. Files shown so far: {listed}"

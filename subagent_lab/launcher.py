@@ -282,7 +282,8 @@ class SubagentLauncher:
         choice, used, model_cfg, fallback = models
         started = time.monotonic()
         try:
-            overview: str | None = workspace_overview(self.workspace)
+            layout = workspace_overview(self.workspace)  # also proves the workspace is readable
+            overview: str | None = layout if profile.show_layout else None
             problem = None
         except OSError as exc:  # removed or made unreadable since the launcher was created
             overview = None

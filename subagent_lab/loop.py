@@ -133,7 +133,13 @@ def _act(spec: LoopSpec, deps: LoopDeps, state: RunState) -> ModelResponse:
     # again, so the grammar offers something else next (where another action is left).
     fresh = [name for name in allowed if name not in state.repeated_tools]
     allowed = fresh or allowed
-    choices = {"Read": {"path": seen_paths(state)}} if spec.constrain_paths and "Read" in allowed else {}
+    if spec.read_after_hits and state.last_hits:
+        # A small model re-runs a search that already hit; the lines it needs are one Read away.
+        allowed = [name for name in allowed if name in ("Read", FINISH)] or allowed
+    choices: dict[str, dict[str, list[str]]] = {}
+    if spec.constrain_paths:  # a path argument can only name what a tool has shown (or "." to search all)
+        choices = {name: {"path": [".", *seen_paths(state, dirs=True)]} for name in ("Grep", "Glob")}
+        choices["Read"] = {"path": seen_paths(state)}
     for attempt in range(2):
         response = _call_model(spec, deps, state, "step", allowed_tools=allowed, arg_choices=choices)
         cut = response.finish_reason == "length"
@@ -254,7 +260,7 @@ def _call_model(
     try:
         response = deps.model.complete(request)
     except ModelCallError as exc:
-        lost = _lost_attempts(count, exc.attempts)
+        lost = _lost_attempts(count, exc.spent_attempts)
         state.budget.charge(lost)
         state.model_time_s += exc.latency_s
         deps.trace.emit(
@@ -272,7 +278,7 @@ def _call_model(
         if time.monotonic() - state.started >= spec.timeout_s:
             raise LimitReached("timeout", f"wall-clock limit of {spec.timeout_s:.0f}s reached") from None
         raise ModelFailed(str(exc)) from None
-    usage = response.usage + _lost_attempts(count, response.attempts - 1)
+    usage = response.usage + _lost_attempts(count, response.spent_attempts)
     state.budget.charge(usage)
     state.usage_by_call.append(usage)
     state.model_time_s += response.latency_s
@@ -300,7 +306,11 @@ def _call_model(
 
 
 def _lost_attempts(count: TokenCount, attempts: int) -> Usage:
-    """Failed attempts spent their prompt (the reply was lost): charged as an estimate."""
+    """Attempts that evaluated the prompt but whose reply was lost: their prompt, as an estimate.
+
+    HTTP errors and refused connections are not charged (the server answered before computing,
+    or was not there); timeouts and unusable 200 replies are.
+    """
     if attempts <= 0:
         return Usage()
     return Usage(prompt_tokens=count.tokens * attempts, estimated=True)

@@ -50,8 +50,10 @@ class LoopSpec:
     constrain_paths: bool = False
     """Read may name only files a tool has shown (enforced by the grammar where there is one)."""
     evidence_from_seen: bool = False
+    read_after_hits: bool = False
+    """After a Grep that showed matching lines, the grammar offers only Read and finish."""
     """The final answer's evidence items are limited by the grammar to lines a tool has shown."""
-    thought_max_chars: int = 120
+    thought_max_chars: int = 80
     arg_max_chars: int = 160
 
 
@@ -119,6 +121,8 @@ class RunState:
     observations: set[int] = field(default_factory=set)
     """Hashes of observation texts so far: a turn that adds none is a stale turn."""
     stale_turns: int = 0
+    last_hits: bool = False
+    """Last turn's search showed matching lines."""
     repeated_tools: set[str] = field(default_factory=set)
     """Tools whose call last turn repeated an earlier one: not offered this turn."""
     seen: list[Span] = field(default_factory=list)

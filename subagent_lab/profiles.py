@@ -87,7 +87,7 @@ class RuntimeProfile(_Frozen):
     # --- the scaffold: how the child acts and observes (sweepable, see docs/design.md) ---
     action_max_tokens: int = Field(default=160, ge=16)
     """Output cap of an action call (a brief thought and one tool call)."""
-    thought_max_chars: int = Field(default=200, ge=0, le=2000)
+    thought_max_chars: int = Field(default=80, ge=0, le=2000)
     arg_max_chars: int = Field(default=160, ge=8, le=4000)
     """The grammar's cap on each string argument of an action."""
     tool_interface: Literal["simple", "full"] = "simple"
@@ -101,6 +101,10 @@ class RuntimeProfile(_Frozen):
     """The final answer's evidence can only be lines a tool has shown (grammar-enforced)."""
     require_seen: bool = False
     """Evidence that no tool showed triggers a contract repair."""
+    read_after_hits: bool = True
+    """After a search that showed matching lines, the next action is Read (of a file shown) or finish."""
+    show_layout: bool = False
+    """Put the workspace's top-level entries in the task (small models copy that line into arguments)."""
     min_tool_calls: int = Field(default=1, ge=0)
     """Executed tool calls required before a final answer is accepted; 0 lets the model answer blind."""
 

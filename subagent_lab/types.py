@@ -119,6 +119,8 @@ class ModelResponse(BaseModel):
     latency_s: float = 0.0
     attempts: int = 1
     """HTTP attempts made, retries included."""
+    spent_attempts: int = 0
+    """Failed attempts before this one that likely cost tokens (see ``ModelCallError``)."""
     parse_ok: bool = True
     """False when the provider's output could not be parsed into a text or an action."""
     cache_hit: bool = False

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from subagent_lab.dispatch import FINISH_SCHEMA
 from subagent_lab.launcher import SubagentLauncher, SubagentRequest
 from subagent_lab.models.openai_chat import OpenAIChatModel, action_schema
 from subagent_lab.profiles import LabConfig, ModelConfig
-from subagent_lab.tools.readonly import READONLY_TOOLS
+from subagent_lab.tools.readonly import READONLY_TOOLS, simple_tools
 from subagent_lab.trace import read_trace
 from subagent_lab.types import Message, ModelRequest, ModelResponse
 
@@ -22,12 +23,33 @@ def test_dead_server_is_a_model_error_naming_the_url(config: LabConfig, workspac
     assert read_trace(result.trace_path)[-1].kind == "run_ended"
 
 
-def test_json_protocol_schema_offers_each_tool_and_the_final_answer() -> None:
-    tools = [t.schema() for t in READONLY_TOOLS.values()]
-    schema = action_schema(tools, {"type": "object", "properties": {"summary": {"type": "string"}}})
-    names = [opt["properties"].get("tool", {}).get("const") for opt in schema["anyOf"]]
-    assert sorted(n for n in names if n) == ["Glob", "Grep", "Read"]
-    assert any("final" in opt["properties"] for opt in schema["anyOf"])
+def test_json_protocol_schema_offers_the_allowed_flat_actions() -> None:
+    tools = [t.schema() for t in simple_tools().values()] + [FINISH_SCHEMA]
+    request = ModelRequest(
+        messages=[],
+        tools=tools,
+        allowed_tools=["Grep", "Read", "finish"],
+        arg_choices={"Read": {"path": ["a.py"]}},
+        thought_max_chars=50,
+        arg_max_chars=40,
+    )
+    schema = action_schema(request)
+    options = {opt["properties"]["tool"]["const"]: opt for opt in schema["anyOf"]}
+    assert sorted(options) == ["Grep", "Read", "finish"]  # Glob is not allowed this turn
+    for opt in options.values():  # a brief thought first, then the tool and its own arguments, flat
+        assert list(opt["properties"])[:2] == ["thought", "tool"] and opt["required"][:2] == [
+            "thought",
+            "tool",
+        ]
+        assert opt["properties"]["thought"]["maxLength"] == 50
+    assert options["Grep"]["properties"]["pattern"]["maxLength"] == 40  # a runaway argument is cut
+    assert options["Read"]["properties"]["path"] == {"type": "string", "enum": ["a.py"]}
+    assert set(options["Grep"]["properties"]) == {
+        "thought",
+        "tool",
+        "pattern",
+        "path",
+    }  # nothing else to fill
 
 
 def test_json_protocol_messages_and_parsing() -> None:
@@ -37,7 +59,13 @@ def test_json_protocol_messages_and_parsing() -> None:
         tools=[READONLY_TOOLS["Grep"].schema()],
     )
     kwargs = model._kwargs(request)
-    assert "Grep" in kwargs["messages"][0]["content"] and kwargs["response_format"]["type"] == "json_object"
+    assert "Grep" in kwargs["messages"][0]["content"] and kwargs["response_format"]["type"] == "json_schema"
+    flat = model._parse_action(ModelResponse(text='{"thought": "look", "tool": "Grep", "pattern": "x"}'))
+    assert flat.tool_calls[0].arguments == {"pattern": "x"} and flat.text == "look"
+    final_kwargs = model._kwargs(
+        request.model_copy(update={"phase": "final", "final_schema": {"type": "object"}})
+    )
+    assert final_kwargs["response_format"]["json_schema"]["schema"] == {"type": "object"}
     call = model._parse_action(ModelResponse(text='{"tool": "Grep", "arguments": {"pattern": "x"}}'))
     assert call.tool_calls[0].name == "Grep" and call.tool_calls[0].arguments == {"pattern": "x"}
     done = model._parse_action(ModelResponse(text='{"final": {"status": "completed"}}'))

@@ -172,7 +172,7 @@ def test_a_recall_after_compaction_is_no_repeat(make_launcher: LauncherFactory, 
     (workspace / "big.py").write_text("".join(f"y_{i} = {i}  # filler for compaction\n" for i in range(300)))
     first = tool_call("Read", _id="r0", path="big.py", start=1, limit=150)
     fillers = [tool_call("Read", _id=f"f{i}", path="big.py", start=150 + 50 * i, limit=50) for i in range(3)]
-    launcher, model = make_launcher([first, *fillers, first, final(GOOD)])
+    launcher, _ = make_launcher([first, *fillers, first, final(GOOD)])
     result = launcher.launch(_request(context_token_budget=3000, total_token_budget=60000))
     events = read_trace(result.trace_path)
     assert any(isinstance(e, Compacted) for e in events)
@@ -257,11 +257,38 @@ def test_blind_answer_is_nudged_until_a_tool_ran(make_launcher: LauncherFactory)
 def test_after_a_repeat_the_grammar_offers_something_else(make_launcher: LauncherFactory) -> None:
     grep = tool_call("Grep", _id="g", pattern="login")
     launcher, model = make_launcher([grep, grep, tool_call("Read", path="app/auth.py"), final(GOOD)])
-    result = launcher.launch(_request())
+    result = launcher.launch(_request(read_after_hits=False))
     assert result.terminal_reason == "completed"
     assert "Grep" in (model.requests[1].allowed_tools or [])
     assert "Grep" not in (model.requests[2].allowed_tools or [])  # the repeated tool sits out a turn
     assert "Grep" in (model.requests[3].allowed_tools or [])
+
+
+def test_after_a_search_hit_the_grammar_offers_read_or_finish(make_launcher: LauncherFactory) -> None:
+    miss = tool_call("Grep", _id="m", pattern="no_such_name_anywhere")
+    hit = tool_call("Grep", _id="h", pattern="def login")
+    launcher, model = make_launcher([miss, hit, tool_call("Read", path="app/auth.py"), final(GOOD)])
+    result = launcher.launch(_request(read_after_hits=True))
+    assert result.terminal_reason == "completed"
+    assert "Grep" in (model.requests[1].allowed_tools or [])  # after a miss: search again
+    assert model.requests[2].allowed_tools == ["Read", "finish"]  # after a hit: read it (or finish)
+    assert "Grep" in (model.requests[3].allowed_tools or [])
+
+
+def test_constrained_paths_only_name_what_a_tool_showed(make_launcher: LauncherFactory) -> None:
+    launcher, model = make_launcher(
+        [tool_call("Read", _id="r0", path="app/auth.py"), tool_call("Grep", pattern="def login"),
+         tool_call("Read", _id="r1", path="app/auth.py"), final(GOOD)]
+    )  # fmt: skip
+    result = launcher.launch(_request(constrain_paths=True))
+    assert model.requests[0].arg_choices["Read"]["path"] == [] and "Read" not in (
+        model.requests[0].allowed_tools or []
+    )
+    reads = [e for e in read_trace(result.trace_path) if e.kind == "tool_finished" and e.tool == "Read"]
+    assert reads[0].status == "error" and "search" in reads[0].text  # a guessed path is refused
+    assert reads[1].status == "ok"
+    assert model.requests[2].arg_choices["Read"]["path"] == ["app/auth.py"]
+    assert model.requests[2].arg_choices["Grep"]["path"] == [".", "app/auth.py"]
 
 
 def test_final_prompt_lists_the_locations_the_tools_showed(make_launcher: LauncherFactory) -> None:

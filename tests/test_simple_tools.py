@@ -313,7 +313,8 @@ def test_read_shows_a_window_around_the_line(ws: Workspace, tools: dict[str, Too
     assert lines[1] == "    90\tvalue_90 = 90" and lines[50] == "   139\tvalue_139 = 139"
     assert out.spans == [Span("pkg/long.py", 90, 139)]
     assert lines[-1] == (
-        'Next: if these lines answer the task, finish citing pkg/long.py:100; else Read path="pkg/long.py" line=140 for more'
+        "Next: if these lines answer the task, finish citing pkg/long.py:100; "
+        'else Read path="pkg/long.py" line=140 for more'
     )
     top = call(tools["Read"], ws, path="pkg/long.py", line=3)
     assert top.spans == [Span("pkg/long.py", 1, 50)]

@@ -192,13 +192,15 @@ class OpenAIChatModel:
         started = time.monotonic()
         # The run's wall-clock limit bounds the whole call, retries and backoff included.
         deadline = started + request.timeout_s
-        attempt = 0
+        attempt = spent = 0
         while True:
             attempt += 1
             kwargs["timeout"] = max(min(self.timeout_s, deadline - time.monotonic()), 0.001)
             try:
                 raw = self._client.chat.completions.create(**kwargs)
-                return self._parse(raw, request, attempts=attempt, latency=time.monotonic() - started)
+                response = self._parse(raw, request, attempts=attempt, latency=time.monotonic() - started)
+                response.spent_attempts = spent
+                return response
             except openai.APIStatusError as exc:
                 retryable = exc.status_code in _RETRY_STATUS
                 message = f"HTTP {exc.status_code} from {self.base_url}: {exc.message}"
@@ -208,13 +210,16 @@ class OpenAIChatModel:
                 kind = "timed out" if isinstance(exc, openai.APITimeoutError) else "connection failed"
                 message = f"model endpoint {self.base_url} {kind}: {exc}"
                 delay = None
+                spent += isinstance(exc, openai.APITimeoutError)  # the server may have computed it
             except openai.APIError as exc:  # malformed body, validation of the response
                 retryable, message, delay = True, f"bad response from {self.base_url}: {exc}", None
+                spent += 1
             except (json.JSONDecodeError, ValidationError, AttributeError, TypeError, IndexError) as exc:
                 # A 200 whose body is not JSON (a proxy's HTML page, a torn body) or not shaped
                 # like a chat completion: the endpoint's fault, not the harness's.
                 detail = f"{type(exc).__name__}: {exc}"[:300]
                 retryable, message, delay = True, f"malformed response from {self.base_url}: {detail}", None
+                spent += 1
             pause = min(delay if delay is not None else self.backoff_s * 2 ** (attempt - 1), 30.0)
             out_of_time = time.monotonic() + pause >= deadline
             if not retryable or attempt > self.max_retries or out_of_time:
@@ -225,6 +230,7 @@ class OpenAIChatModel:
                     retryable=retryable,
                     attempts=attempt,
                     latency_s=time.monotonic() - started,
+                    spent_attempts=spent,
                 )
             time.sleep(pause)
 
@@ -280,6 +286,8 @@ class OpenAIChatModel:
         if value is None:
             response.parse_ok = False
             return response
+        if set(value) == {"final"}:  # the earlier protocol's wrapper around a final answer
+            value = value["final"] if isinstance(value["final"], dict) else value
         action = parse_action(value)
         if action is None and "tool" in value:
             response.parse_ok = False  # an action with an unusable tool name: retried, not an answer

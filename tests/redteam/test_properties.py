@@ -21,8 +21,15 @@ from subagent_lab.profiles import LabConfig, load_config
 from subagent_lab.sandbox import Workspace
 from subagent_lab.tools.base import MAX_OBSERVATION_CHARS
 from subagent_lab.tools.readonly import READONLY_TOOLS
-from subagent_lab.trace import ModelCalled, ToolFinished, ToolStarted, TraceWriter, read_trace
-from subagent_lab.types import ModelResponse, ToolCall, ToolOutcome
+from subagent_lab.trace import (
+    ModelCalled,
+    ModelCallFailed,
+    ToolFinished,
+    ToolStarted,
+    TraceWriter,
+    read_trace,
+)
+from subagent_lab.types import ModelResponse, ToolCall, ToolOutcome, Usage
 
 SETTINGS = settings(
     max_examples=int(os.environ.get("REDTEAM_EXAMPLES", "40")),
@@ -58,17 +65,20 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("Read", {"path": "app/auth.py"}),
     ("Read", {"path": "app/auth.py", "start": 3, "limit": 2}),
     ("Read", {"path": "big.py", "limit": 2000}),
+    ("Read", {"path": "big.py", "line": 2500}),
     ("Read", {"path": "../../etc/passwd"}),
     ("Read", {"path": "nope.py"}),
     ("Read", {"path": ".env"}),
     ("Grep", {"pattern": "def \\w+"}),
     ("Grep", {"pattern": "("}),
+    ("Grep", {"pattern": "login", "path": "app"}),
     ("Glob", {"pattern": "**/*"}),
     ("Glob", {"pattern": "*", "path": "out"}),
     ("Edit", {"path": "app/auth.py", "old": "a", "new": "b"}),
     ("Bash", {"command": "id"}),
     ("Task", {"prompt": "x"}),
     ("Nope", {}),
+    ("finish", {}),
 ]
 _ids = itertools.count()
 
@@ -88,11 +98,13 @@ budget_st = st.fixed_dictionaries(
         "context_token_budget": st.sampled_from([900, 2300, 2600, 3000, 4000, 5000, 7000, 9000, 12000]),
         "extra_total": st.integers(0, 30000),
         "max_output_tokens": st.integers(16, 600),
-        "loop_repeat_limit": st.integers(2, 4),
+        "max_stale_turns": st.integers(1, 4),
         "max_contract_repairs": st.integers(0, 2),
         "min_tool_calls": st.integers(0, 2),
         "grace_turn": st.booleans(),
         "max_tool_calls_per_step": st.integers(1, 4),
+        "tool_interface": st.sampled_from(["simple", "full"]),
+        "constrain_paths": st.booleans(),
     }
 )
 
@@ -119,7 +131,9 @@ def test_random_runs_respect_budgets_and_bookkeeping(
     assert all(c.prompt_tokens_est <= overrides["context_token_budget"] for c in calls)
     assert all(u.prompt_tokens <= overrides["context_token_budget"] for u in result.usage_by_call)
     assert all(c.usage.completion_tokens <= c.max_tokens for c in calls)
-    assert len(model.requests) == len(calls) + sum(e.kind == "model_call_failed" for e in events)
+    failed = [e for e in events if isinstance(e, ModelCallFailed)]
+    assert len(model.requests) == len(calls) + len(failed)
+    assert result.usage == sum((e.usage for e in [*calls, *failed]), Usage())
     # bookkeeping: the trace alone gives the launcher's figures
     metrics = child_metrics(events)
     assert metrics.token_usage == result.usage
@@ -132,16 +146,19 @@ def test_random_runs_respect_budgets_and_bookkeeping(
     assert sum(sum(c.values()) for c in result.tool_usage.values()) == len(finished) == len(started)
     assert {e.call_id for e in finished} == {e.call_id for e in started}
     assert [e.seq for e in events] == list(range(len(events)))
-    # reads outside the workspace and secrets never succeed
+    # reads outside the workspace and secrets never succeed: the sandbox denies them, or (with
+    # constrain_paths) the path check refuses a file no search has shown before the sandbox is asked;
+    # a repeat of such a call is answered from the record (it points at the refusal, shows nothing)
     for done in finished:
         args = next(s.arguments for s in started if s.call_id == done.call_id)
-        if args.get("path") in ("../../etc/passwd", ".env", "out") or done.tool in (
-            "Edit",
-            "Bash",
-            "Task",
-            "Nope",
-        ):
+        if done.tool in ("Edit", "Bash", "Task", "Nope"):
             assert done.status == "denied", (done.tool, args, done.text)
+        elif args.get("path") in ("../../etc/passwd", ".env", "out"):
+            unshown = done.status == "error" and done.text.startswith("Error: Read only files a search")
+            repeat = done.from_record and done.text.startswith("[Already shown at step")
+            refused = done.status == "denied" or (overrides["constrain_paths"] and unshown)
+            assert refused or repeat, (args, done.text)
+            assert "root:" not in done.text
     assert "sk-not-a-real-key" not in Path(result.trace_path).read_text()
 
 

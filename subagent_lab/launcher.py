@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from subagent_lab.agent_profile import AgentProfile
-from subagent_lab.launch_io import GuardedTrace, render_task, workspace_overview
+from subagent_lab.launch_io import GuardedTrace, plain_json, render_task, workspace_overview
 from subagent_lab.loop import LoopDeps, LoopOutcome, LoopSpec, run_loop
 from subagent_lab.models.base import Model
 from subagent_lab.permissions import PermissionGate
@@ -55,6 +55,8 @@ class SubagentRequest(BaseModel):
     """Replaces the model's sampling seed for this run (independent sweep repeats); None keeps it."""
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     """Replaces the model's temperature for this run; None keeps the model's."""
+    rerun_of: str | None = None
+    """Trace of the run this request re-runs (``subagent_lab.api.rerun``); recorded in the new trace."""
 
 
 class ParentLink(BaseModel):
@@ -86,6 +88,8 @@ class SubagentResult(LoopOutcome):
     trace_path: str
     trace_error: str | None = None
     """Why the trace is missing or incomplete; None when every event was written."""
+    rerun_of: str | None = None
+    """Trace of the run this one re-ran; None for a fresh run."""
 
     @property
     def summary(self) -> str:
@@ -261,6 +265,7 @@ class SubagentLauncher:
             temperature=spec.temperature,
             trace_path=str(trace_path),
             trace_error=trace_error,
+            rerun_of=request.rerun_of,
         )
         # The result goes to the parent's model, to sweep tables and to logs: no keys in it either
         # (an endpoint may echo the Authorization header in an error that becomes the detail).
@@ -313,6 +318,16 @@ class SubagentLauncher:
                     "total_token_budget": profile.total_token_budget,
                     "timeout_s": profile.timeout_s,
                 },
+                # What a re-run needs to start exactly like this run (subagent_lab.api.rerun).
+                request_task=request.task,
+                request_context=plain_json(request.context) if request.context else None,
+                overrides=plain_json(request.overrides),
+                profile_fields=plain_json(
+                    profile.model_dump(exclude={"name", "description", "system_prompt"})
+                ),
+                seed=spec.seed,
+                temperature=spec.temperature,
+                rerun_of=request.rerun_of,
             )
         )
         self._parent_event(

@@ -48,6 +48,23 @@ class RunStarted(_Event):
     workspace: str
     system_prompt: str
     task: str
+    """The first user message as sent (the request's task, its context and any layout line)."""
+    # What a re-run needs to start exactly as this run did (``subagent_lab.api.rerun``); the
+    # defaults keep traces written before these fields loadable.
+    request_task: str | None = None
+    """The task as the caller wrote it, before ``render_task``; None in older traces."""
+    request_context: dict[str, Any] | None = None
+    """The caller's structured context, as the plain JSON ``render_task`` rendered."""
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    """The profile overrides the caller asked for."""
+    profile_fields: dict[str, Any] = Field(default_factory=dict)
+    """The resolved profile (overrides applied) without its name, description and system prompt."""
+    seed: int | None = None
+    """The sampling seed the run's model calls were sent with."""
+    temperature: float | None = None
+    """The sampling temperature the run's model calls were sent with; None in older traces."""
+    rerun_of: str | None = None
+    """Trace of the run this one re-ran with the same start; None for a fresh run."""
 
 
 class PromptAdded(_Event):

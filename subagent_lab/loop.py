@@ -44,6 +44,7 @@ from subagent_lab.types import (
     RunStatus,
     Stop,
     TerminalReason,
+    ToolCall,
     Usage,
 )
 
@@ -133,13 +134,17 @@ def _act(spec: LoopSpec, deps: LoopDeps, state: RunState) -> ModelResponse:
     # again, so the grammar offers something else next (where another action is left).
     fresh = [name for name in allowed if name not in state.repeated_tools]
     allowed = fresh or allowed
-    if spec.read_after_hits and state.last_hits:
+    if spec.finish_after_stale and state.stale_turns >= spec.finish_after_stale and FINISH in allowed:
+        allowed = [FINISH]
+    elif spec.read_after_hits and state.last_hits:
         # A small model re-runs a search that already hit; the lines it needs are one Read away.
         allowed = [name for name in allowed if name in ("Read", FINISH)] or allowed
     choices: dict[str, dict[str, list[str]]] = {}
     if spec.constrain_paths:  # a path argument can only name what a tool has shown (or "." to search all)
         choices = {name: {"path": [".", *seen_paths(state, dirs=True)]} for name in ("Grep", "Glob")}
         choices["Read"] = {"path": seen_paths(state)}
+    if allowed == [FINISH]:  # nothing to decide: no call for an action the grammar would force
+        return ModelResponse(tool_calls=[ToolCall(id=f"finish-{state.steps + 1}", name=FINISH)])
     for attempt in range(2):
         response = _call_model(spec, deps, state, "step", allowed_tools=allowed, arg_choices=choices)
         cut = response.finish_reason == "length"

@@ -50,6 +50,8 @@ class LoopSpec:
     constrain_paths: bool = False
     """Read may name only files a tool has shown (enforced by the grammar where there is one)."""
     evidence_from_seen: bool = False
+    finish_after_stale: int = 0
+    """After this many consecutive stale turns the grammar offers only ``finish`` (0: never)."""
     read_after_hits: bool = False
     """After a Grep that showed matching lines, the grammar offers only Read and finish."""
     """The final answer's evidence items are limited by the grammar to lines a tool has shown."""

@@ -101,6 +101,9 @@ class RuntimeProfile(_Frozen):
     """The final answer's evidence can only be lines a tool has shown (grammar-enforced)."""
     require_seen: bool = False
     """Evidence that no tool showed triggers a contract repair."""
+    finish_after_stale: int = Field(default=1, ge=0)
+    """After this many consecutive turns without a new observation (a repeat answered from the
+    record), the grammar offers only ``finish``: the model has seen what it will see (0: never)."""
     read_after_hits: bool = True
     """After a search that showed matching lines, the next action is Read (of a file shown) or finish."""
     show_layout: bool = False

@@ -40,11 +40,20 @@ def evidence_choices(seen: list[Span], limit: int = MAX_EVIDENCE_CHOICES) -> lis
 
 
 def constrain_evidence(schema: dict[str, Any], choices: list[str]) -> dict[str, Any]:
-    """A copy of a contract schema whose ``evidence`` items can only be ``choices`` (none if empty)."""
+    """A copy of a contract schema whose ``evidence`` items can only be ``choices`` (none if empty).
+
+    ``evidence`` also moves up to follow ``status``/``verdict``: decoding writes properties in
+    schema order, and a small model that has written its findings first tends to leave the
+    evidence empty; right after the locations listed in the prompt, it cites them.
+    """
     out = copy.deepcopy(schema)
-    evidence = out.get("properties", {}).get("evidence")
+    props = out.get("properties", {})
+    evidence = props.get("evidence")
     if evidence is None:
         return out
+    lead = [k for k in ("status", "verdict") if k in props]
+    order = [*lead, "evidence", *(k for k in props if k not in (*lead, "evidence"))]
+    out["properties"] = {k: props[k] for k in order}
     if choices:
         evidence["items"] = {"type": "string", "enum": choices}
     else:

@@ -28,7 +28,10 @@ def config(tmp_path: Path) -> LabConfig:
     cfg = load_config(REPO / "profiles.yaml", env={})
     # Scripted tests answer whenever they like and call the full tools with any path; the
     # small-model scaffold (min_tool_calls, constrained paths, the simple tools) has its own tests.
-    loose = {"min_tool_calls": 0, "tool_interface": "full", "constrain_paths": False}
+    loose = {
+        "min_tool_calls": 0, "tool_interface": "full", "constrain_paths": False,
+        "finish_after_stale": 0, "read_after_hits": False,
+    }  # fmt: skip
     profiles = {name: p.model_copy(update=loose) for name, p in cfg.profiles.items()}
     return cfg.model_copy(update={"trace_dir": str(tmp_path / "runs"), "source": None, "profiles": profiles})
 

@@ -300,3 +300,12 @@ def test_final_prompt_lists_the_locations_the_tools_showed(make_launcher: Launch
     final_request = model.requests[-1]
     assert final_request.phase == "final"
     assert "app/auth.py:4" in final_request.messages[-1].content
+
+
+def test_after_a_stale_turn_the_run_finishes_instead_of_looping(make_launcher: LauncherFactory) -> None:
+    grep = tool_call("Grep", _id="g", pattern="login")
+    launcher, model = make_launcher([grep, grep, final(GOOD)])
+    result = launcher.launch(_request(finish_after_stale=1, max_stale_turns=3))
+    assert (result.terminal_reason, result.status) == ("completed", "completed")
+    assert [r.phase for r in model.requests] == ["act", "act", "final"]  # the forced finish costs no call
+    assert result.steps == 3 and result.model_calls == 3

@@ -23,6 +23,57 @@ def _no_llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SUBAGENT_LAB_CONFIG", raising=False)
 
 
+REAL_MODEL = (
+    "this unit test reached for a real model ({what}); pass a ScriptedModel (or a model_factory) "
+    "or mark the test `live`"
+)
+EMBEDDED_ROOTS = ("http://127.0.0.1:8765", "http://localhost:8765")
+"""The embedded server's address in the repo's profiles.yaml (and ServerConfig's default)."""
+STAND_IN_SERVER_TESTS = frozenset({"test_server.py"})
+"""Modules whose unit tests drive ``ensure_server`` on free ports with stand-in commands/servers."""
+
+
+@pytest.fixture(autouse=True)
+def _no_real_models(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A unit test that forgets its scripted model fails at once with a clear message.
+
+    Without this, the default model factory would start the embedded llama.cpp server (minutes of
+    CPU), or quietly use one a developer left running. Blocked in tests not marked ``live``:
+    ``server.ensure_server`` without a stand-in ``command`` (so the sweep's and the default
+    factory's embedded path), and an ``OpenAIChatModel`` aimed at the embedded server's address.
+    A model built for any other URL (the red-team fake OpenAI server on a free port) is untouched.
+    ``pytest.fail`` raises a ``BaseException``, so no ``except Exception`` on the way turns it into
+    a ``model_error`` row. The server lifecycle tests (``STAND_IN_SERVER_TESTS``) are exempt.
+    """
+    node = request.node
+    if (
+        node.get_closest_marker("live")
+        or node.path.suffix == ".ipynb"
+        or node.path.name in STAND_IN_SERVER_TESTS
+    ):
+        return
+    from subagent_lab import server
+    from subagent_lab.models import openai_chat
+
+    real_ensure = server.ensure_server
+
+    def ensure_server(config: LabConfig, *, command: object = None, **kwargs: object) -> object:
+        if command is None:
+            pytest.fail(REAL_MODEL.format(what=f"the embedded server at {config.server.base_url}"))
+        return real_ensure(config, command=command, **kwargs)  # type: ignore[arg-type]
+
+    real_init = openai_chat.OpenAIChatModel.__init__
+
+    def init(self: openai_chat.OpenAIChatModel, *, base_url: str, **kwargs: object) -> None:
+        urls = (base_url, str(kwargs.get("count_url") or ""))
+        if any(url.startswith(EMBEDDED_ROOTS) for url in urls):
+            pytest.fail(REAL_MODEL.format(what=f"an OpenAI client for the embedded server at {base_url}"))
+        real_init(self, base_url=base_url, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(server, "ensure_server", ensure_server)
+    monkeypatch.setattr(openai_chat.OpenAIChatModel, "__init__", init)
+
+
 @pytest.fixture
 def config(tmp_path: Path) -> LabConfig:
     cfg = load_config(REPO / "profiles.yaml", env={})

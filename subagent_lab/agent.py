@@ -30,6 +30,7 @@ from subagent_lab.agent_result import (
     merge_outcomes,
     roll_up,
 )
+from subagent_lab.agent_tools import MainToolContext, main_tools
 from subagent_lab.budget import MIN_OUTPUT_TOKENS
 from subagent_lab.launcher import (
     ModelFactory,
@@ -51,7 +52,6 @@ from subagent_lab.scratch import ScratchCopy, make_scratch
 from subagent_lab.task_tool import TaskContext
 from subagent_lab.tools.bwrap import BashSandbox
 from subagent_lab.tools.edit import ReadStamps
-from subagent_lab.agent_tools import MainToolContext, main_tools
 from subagent_lab.trace import PromptAdded, RunEnded, RunStarted, TraceWriter, new_id, to_json
 from subagent_lab.types import ConfigError, Message, ModelRequest, ModelResponse
 

@@ -56,7 +56,7 @@ def call_model(
     if spec.contract:
         final_schema = contract_schema(spec.contract)
         if spec.evidence_from_seen:
-            final_schema = constrain_evidence(final_schema, evidence_choices(state.seen))
+            final_schema = constrain_evidence(final_schema, evidence_choices(state.seen), spec.min_evidence)
     request = ModelRequest(
         messages=state.messages,
         tools=[*(t.schema() for t in deps.tools.values()), FINISH_SCHEMA],

@@ -194,12 +194,15 @@ class SubagentLauncher:
         self._lock = threading.Lock()
 
     def resolve_profile(self, request: SubagentRequest) -> RuntimeProfile:
-        """The profile with the request's overrides applied (ConfigError on a bad override)."""
+        """The profile as the request runs it: its per-model tuning for the model that will run
+        (``model_overrides``), then the request's overrides (ConfigError on a bad override)."""
         profile = self.config.profile(request.profile)
-        if not request.overrides:
+        choice = request.model or request.overrides.get("model") or profile.model
+        tuned = profile.model_overrides.get(self.config.resolve_model(choice)[0], {})
+        if not request.overrides and not tuned:
             return profile
         try:
-            return RuntimeProfile.model_validate({**profile.model_dump(), **request.overrides})
+            return RuntimeProfile.model_validate({**profile.model_dump(), **tuned, **request.overrides})
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
             raise ConfigError(f"overrides for profile {request.profile!r}: {problems}") from None

@@ -50,6 +50,8 @@ class LoopSpec:
     constrain_paths: bool = False
     """Read may name only files a tool has shown (enforced by the grammar where there is one)."""
     evidence_from_seen: bool = False
+    min_evidence: int = 0
+    """With ``evidence_from_seen``: the least number of seen lines the final answer must cite."""
     finish_after_stale: int = 0
     """After this many consecutive stale turns the grammar offers only ``finish`` (0: never)."""
     read_after_hits: bool = False

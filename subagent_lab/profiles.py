@@ -106,6 +106,12 @@ class RuntimeProfile(_Frozen):
     record), the grammar offers only ``finish``: the model has seen what it will see (0: never)."""
     read_after_hits: bool = True
     """After a search that showed matching lines, the next action is Read (of a file shown) or finish."""
+    min_evidence: int = Field(default=0, ge=0, le=10)
+    """With ``evidence_from_seen``: the final answer must cite at least this many seen lines (when
+    any were seen). 0 lets an answer that something does not exist cite nothing."""
+    model_overrides: dict[ModelChoice, dict[str, Any]] = Field(default_factory=dict)
+    """Per-model tuning of this profile (e.g. a stricter scaffold for ``light``), applied before a
+    request's own overrides when that model runs; recorded with the run."""
     show_layout: bool = False
     """Put the workspace's top-level entries in the task (small models copy that line into arguments)."""
     min_tool_calls: int = Field(default=1, ge=0)
@@ -126,6 +132,14 @@ class RuntimeProfile(_Frozen):
                 f"context_token_budget ({self.context_token_budget}) must be <= "
                 f"total_token_budget ({self.total_token_budget})"
             )
+        if "model_overrides" in {k for v in self.model_overrides.values() for k in v}:
+            raise ValueError("model_overrides: an override cannot itself hold model_overrides")
+        for choice, tuned in self.model_overrides.items():
+            try:
+                RuntimeProfile.model_validate({**self.model_dump(exclude={"model_overrides"}), **tuned})
+            except ValidationError as exc:
+                problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+                raise ValueError(f"model_overrides.{choice}: {problems}") from None
         if self.contract not in CONTRACTS:
             raise ValueError(f"contract: unknown contract {self.contract!r}; known: {sorted(CONTRACTS)}")
         return self

@@ -39,8 +39,9 @@ def evidence_choices(seen: list[Span], limit: int = MAX_EVIDENCE_CHOICES) -> lis
     return list(items)[-limit:]
 
 
-def constrain_evidence(schema: dict[str, Any], choices: list[str]) -> dict[str, Any]:
-    """A copy of a contract schema whose ``evidence`` items can only be ``choices`` (none if empty).
+def constrain_evidence(schema: dict[str, Any], choices: list[str], min_items: int = 0) -> dict[str, Any]:
+    """A copy of a contract schema whose ``evidence`` items can only be ``choices`` (none if empty),
+    at least ``min_items`` of them (as many as there are, if fewer).
 
     ``evidence`` also moves up to follow ``status``/``verdict``: decoding writes properties in
     schema order, and a small model that has written its findings first tends to leave the
@@ -56,6 +57,8 @@ def constrain_evidence(schema: dict[str, Any], choices: list[str]) -> dict[str, 
     out["properties"] = {k: props[k] for k in order}
     if choices:
         evidence["items"] = {"type": "string", "enum": choices}
+        if min_items:
+            evidence["minItems"] = min(min_items, len(choices))
     else:
         evidence["items"] = {"type": "string"}
         evidence["maxItems"] = 0

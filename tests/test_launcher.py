@@ -213,6 +213,7 @@ NOT_LOOP_FIELDS = {
         # tool settings, not loop limits (issue 10's scaffold work)
         "tool_interface", "grep_max_matches", "read_window", "glob_max_results",
         "show_layout",  # the child's first message, not a loop limit
+        "model_overrides",  # applied to the profile before the spec is built
     },
     AgentProfile: {
         "description", "system_prompt", "system_prompt_file", "tools", "model", "children_token_cap",

@@ -6,12 +6,15 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from conftest import LauncherFactory
+from pydantic import ValidationError
 
 from subagent_lab.launcher import SubagentRequest
 from subagent_lab.metrics import child_metrics
 from subagent_lab.models.base import ModelCallError
 from subagent_lab.models.scripted import final, tool_call, tool_calls
+from subagent_lab.profiles import LabConfig
 from subagent_lab.trace import BudgetDecision, Compacted, ModelCalled, RunEnded, RunStarted, read_trace
 from subagent_lab.types import ModelRequest, ModelResponse
 
@@ -309,3 +312,28 @@ def test_after_a_stale_turn_the_run_finishes_instead_of_looping(make_launcher: L
     assert (result.terminal_reason, result.status) == ("completed", "completed")
     assert [r.phase for r in model.requests] == ["act", "act", "final"]  # the forced finish costs no call
     assert result.steps == 3 and result.model_calls == 3
+
+
+def test_model_overrides_tune_the_profile_for_the_model_that_runs(
+    make_launcher: LauncherFactory, config: LabConfig
+) -> None:
+    explore = config.profiles["explore"].model_copy(
+        update={"model_overrides": {"light": {"min_evidence": 1}}, "evidence_from_seen": True}
+    )
+    cfg = config.model_copy(update={"profiles": {**config.profiles, "explore": explore}})
+    turns = [tool_call("Grep", pattern="def login"), tool_call("finish"), final(GOOD)]
+    launcher, model = make_launcher(turns, cfg)
+    launcher.launch(SubagentRequest(task="Where is login?", model="light"))
+    evidence = model.requests[-1].final_schema["properties"]["evidence"]
+    assert evidence["minItems"] == 1 and evidence["items"]["enum"] == ["app/auth.py:4"]
+    assert list(model.requests[-1].final_schema["properties"])[:2] == ["status", "evidence"]
+    launcher, model = make_launcher(turns, cfg)
+    launcher.launch(SubagentRequest(task="Where is login?", model="main"))
+    assert "minItems" not in model.requests[-1].final_schema["properties"]["evidence"]
+
+
+def test_a_bad_model_override_names_its_field(config: LabConfig) -> None:
+    with pytest.raises(ValidationError, match=r"model_overrides.light: max_steps"):
+        config.profiles["explore"].model_validate(
+            {**config.profiles["explore"].model_dump(), "model_overrides": {"light": {"max_steps": 0}}}
+        )

@@ -109,6 +109,7 @@ HEADLINE_COLUMNS = (
     "contract_valid",
     "evidence_count",
     "grounded_ratio",
+    "seen_ratio",
     "gold_recall_line",
     "quality",
     "elapsed_s",

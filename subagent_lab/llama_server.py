@@ -19,6 +19,7 @@ import argparse
 import http.client
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -105,13 +106,42 @@ class _Backends:
                 proc.kill()
 
 
+def _gone(client: socket.socket) -> bool:
+    """Whether the client closed its connection (readable with nothing to read)."""
+    try:
+        return client.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
 def forward(
-    port: int, method: str, path: str, body: bytes, headers: dict[str, str], *, timeout_s: float
+    port: int,
+    method: str,
+    path: str,
+    body: bytes,
+    headers: dict[str, str],
+    *,
+    timeout_s: float,
+    client: socket.socket | None = None,
 ) -> tuple[int, list[tuple[str, str]], bytes]:
-    """One request to a backend; (status, headers, body), status 502 when it cannot be reached."""
+    """One request to a backend; (status, headers, body), status 502 when it cannot be reached.
+
+    With ``client``, a client that hangs up while the backend computes closes the backend
+    connection too, and llama-server then stops that generation instead of finishing it for nobody.
+    """
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
     try:
         conn.request(method, path, body=body or None, headers=headers)
+        deadline = time.monotonic() + timeout_s
+        while client is not None and conn.sock is not None:
+            ready, _, _ = select.select([conn.sock, client], [], [], 1.0)
+            if conn.sock in ready:
+                break
+            if (client in ready and _gone(client)) or time.monotonic() > deadline:
+                message = json.dumps({"error": {"message": "client went away", "code": 499}})
+                return 499, [("Content-Type", "application/json")], message.encode()
         resp = conn.getresponse()
         return resp.status, resp.getheaders(), resp.read()
     except (OSError, http.client.HTTPException) as exc:
@@ -175,7 +205,13 @@ def make_handler(backends: _Backends) -> type[BaseHTTPRequestHandler]:
                 )
             headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_HEADERS}
             status, out_headers, out = forward(
-                backends.ports[alias], self.command, self.path, body, headers, timeout_s=BACKEND_TIMEOUT_S
+                backends.ports[alias],
+                self.command,
+                self.path,
+                body,
+                headers,
+                timeout_s=BACKEND_TIMEOUT_S,
+                client=self.connection,
             )
             self._reply(status, out_headers, out)
 

@@ -337,3 +337,32 @@ def test_live_embedded_server_chat(config: LabConfig) -> None:
         assert server.stop_server(lab) is True
         for suffix in (".json", ".log", ".log.1", ".lock"):  # one-off port: leave no files behind
             (server.server_dir() / f"server-{lab.server.port}{suffix}").unlink(missing_ok=True)
+
+
+def test_router_drops_the_backend_request_when_the_client_hangs_up() -> None:
+    """A killed sweep must not leave llama-server computing answers nobody will read."""
+    from subagent_lab.llama_server import forward
+
+    class Slow(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            time.sleep(5)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    backend = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    threading.Thread(target=backend.serve_forever, daemon=True).start()
+    ours, theirs = socket.socketpair()
+    theirs.close()  # the client went away
+    started = time.monotonic()
+    try:
+        status, _, body = forward(
+            backend.server_address[1], "POST", "/x", b"{}", {}, timeout_s=30, client=ours
+        )
+    finally:
+        ours.close()
+        backend.shutdown()
+    assert status == 499 and b"client went away" in body
+    assert time.monotonic() - started < 4

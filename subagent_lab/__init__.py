@@ -36,6 +36,7 @@ _EXPORTS: dict[str, str] = {
     "load_runs": "subagent_lab.api_views",
     "trace_table": "subagent_lab.api_views",
     "bench_task": "subagent_lab.api_views",
+    "bench_workspace": "subagent_lab.api_views",
     "score": "subagent_lab.api_views",
     "inspect": "subagent_lab.api_views",
     "compare": "subagent_lab.api_views",
@@ -58,6 +59,7 @@ __all__ = [  # the names of _EXPORTS (a test keeps the two equal)
     "SubagentResult",
     "__version__",
     "bench_task",
+    "bench_workspace",
     "budget_curve",
     "compare",
     "explore",
@@ -83,7 +85,15 @@ __all__ = [  # the names of _EXPORTS (a test keeps the two equal)
 if TYPE_CHECKING:  # what editors and mypy see; at run time __getattr__ loads each on first use
     from subagent_lab.agent_result import MainRunResult
     from subagent_lab.api import explore, run, run_parent, sweep
-    from subagent_lab.api_views import bench_task, compare, inspect, load_runs, score, trace_table
+    from subagent_lab.api_views import (
+        bench_task,
+        bench_workspace,
+        compare,
+        inspect,
+        load_runs,
+        score,
+        trace_table,
+    )
     from subagent_lab.experiments.analysis import (
         budget_curve,
         headline,

@@ -6,6 +6,7 @@ the same on a run that just finished and on one from last week, in a fresh kerne
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from subagent_lab.bench.scoring import Score
     from subagent_lab.bench.suite import BenchTask
 
-__all__ = ["bench_task", "compare", "inspect", "load_runs", "score", "trace_table"]
+__all__ = ["bench_task", "bench_workspace", "compare", "inspect", "load_runs", "score", "trace_table"]
 
 RunLike = Any
 """A run result (anything with ``trace_path``: ``SubagentResult``, ``MainRunResult``, a sweep
@@ -33,19 +34,23 @@ def trace_of(run: RunLike) -> Path:
     return Path(path)
 
 
-def load_runs(path: str | Path) -> pd.DataFrame:
-    """The runs under ``path`` as a table, one row per run.
+def load_runs(source: str | Path | RunLike | Sequence[RunLike]) -> pd.DataFrame:
+    """The runs ``source`` names as a table, one row per run.
 
     Args:
-        path: A sweep directory (or its ``results.jsonl``): the sweep's scored table, as
+        source: A sweep directory (or its ``results.jsonl``): the sweep's scored table, as
             ``sl.sweep`` returned it. A directory of traces (e.g. ``runs/``): one row per
             ``.jsonl`` trace found below it (how it ended, tokens, tool calls, its path). A
-            single trace file: its one row.
+            trace file, a run result, or a list of either: their rows, in that order.
     """
     from subagent_lab.experiments.sweep import load_results
     from subagent_lab.metrics import runs_table
 
-    where = Path(path)
+    if isinstance(source, list | tuple):
+        return runs_table([trace_of(run) for run in source])
+    if not isinstance(source, str | Path):
+        return runs_table([trace_of(source)])
+    where = Path(source)
     if where.name == "results.jsonl" and where.is_file():
         where = where.parent
     if (where / "results.jsonl").is_file():
@@ -57,22 +62,28 @@ def load_runs(path: str | Path) -> pd.DataFrame:
     if where.is_dir():
         traces = sorted(p for p in where.rglob("*.jsonl") if p.name != "results.jsonl")
         return runs_table(traces)
-    raise FileNotFoundError(f"{path}: no sweep directory, trace directory or trace file there")
+    raise FileNotFoundError(f"{source}: no sweep directory, trace directory or trace file there")
 
 
 def trace_table(run: RunLike, kind: Literal["model", "tool"] = "model") -> pd.DataFrame:
-    """One row per model call (``kind="model"``: purpose, tokens, latency) or per tool call
-    (``kind="tool"``: tool, arguments, status, size) of one run.
+    """One row per model call (``kind="model"``: purpose, tokens, latency, ``cache_hit``) or per
+    tool call (``kind="tool"``: tool, arguments, status, size) of one run.
 
     Args:
         run: A run result, a sweep row, or a trace path.
         kind: ``"model"`` or ``"tool"``.
     """
     from subagent_lab.metrics import model_calls_table, tool_calls_table
-    from subagent_lab.trace import read_trace
+    from subagent_lab.trace import ModelCalled, ModelCallFailed, read_trace
 
     events = read_trace(trace_of(run))
-    return model_calls_table(events) if kind == "model" else tool_calls_table(events)
+    if kind == "tool":
+        return tool_calls_table(events)
+    table = model_calls_table(events)
+    if not table.empty:  # its rows are these events, in order
+        calls = [e for e in events if isinstance(e, ModelCalled | ModelCallFailed)]
+        table["cache_hit"] = [isinstance(e, ModelCalled) and e.cache_hit for e in calls]
+    return table
 
 
 def bench_task(task_id: str) -> BenchTask:
@@ -86,6 +97,13 @@ def bench_task(task_id: str) -> BenchTask:
     raise KeyError(f"no benchmark task {task_id!r}; known: {[t.id for t in suite]}")
 
 
+def bench_workspace(task: str | BenchTask) -> Path:
+    """The directory a benchmark task explores: its installed package (ConfigError if missing)."""
+    from subagent_lab.bench.suite import package_root
+
+    return package_root((bench_task(task) if isinstance(task, str) else task).package)
+
+
 def score(task: str | BenchTask, run: Any) -> Score:
     """How well a run's answer fits a benchmark task (grounded evidence, gold recall, quality).
 
@@ -94,10 +112,9 @@ def score(task: str | BenchTask, run: Any) -> Score:
         run: The run's result (its ``contract`` is scored against the task's package).
     """
     from subagent_lab.bench.scoring import score_run
-    from subagent_lab.bench.suite import package_root
 
     bench = bench_task(task) if isinstance(task, str) else task
-    return score_run(bench, getattr(run, "contract", None), package_root(bench.package))
+    return score_run(bench, getattr(run, "contract", None), bench_workspace(bench))
 
 
 def inspect(run_or_df: RunLike | pd.DataFrame) -> ipywidgets.VBox:

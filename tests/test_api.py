@@ -142,6 +142,8 @@ def test_cache_is_one_keyword(config: LabConfig, workspace: Path, tmp_path: Path
     assert first.contract == again.contract == GOOD
     calls = [e for e in read_trace(again.trace_path) if isinstance(e, ModelCalled)]
     assert calls and all(c.cache_hit for c in calls)
+    assert list(sl.trace_table(again)["cache_hit"]) == [True] * len(calls)
+    assert not sl.trace_table(first)["cache_hit"].any()
     assert any((tmp_path / "sweeps" / "model-cache").rglob("*.json"))
     # Without the cache the empty script is asked and fails.
     fresh = sl.explore("Where is login?", workspace, sl.ScriptedModel([]), config=config, runs_dir=tmp_path)
@@ -154,6 +156,9 @@ def test_bench_task_and_score(config: LabConfig, tmp_path: Path) -> None:
     answer = {**GOOD, "summary": "safe_load uses SafeLoader.", "evidence": gold}
     model = sl.ScriptedModel([tool_call("Grep", pattern="def safe_load"), final(answer)])
     result = sl.explore(task, model=model, config=config, runs_dir=tmp_path)  # the package is the workspace
+    start = read_trace(result.trace_path)[0]
+    assert isinstance(start, RunStarted) and Path(start.workspace) == sl.bench_workspace(task.id)
+    assert sl.load_runs(result)["trace_path"].tolist() == [result.trace_path]
     assert result.status == "completed"
     assert sl.score(task, result).gold_recall_line == 1.0 and sl.score(task.id, result).quality > 0
     with pytest.raises(KeyError, match="no benchmark task"):
@@ -230,6 +235,9 @@ def test_sweep_load_runs_inspect_compare(config_path: str, tmp_path: Path) -> No
     traces = sl.load_runs(where / "traces")
     assert len(traces) == 4 and set(traces["terminal_reason"]) == {"completed"}
     assert len(sl.load_runs(df["trace_path"].iloc[0])) == 1
+    assert list(sl.load_runs([df.iloc[1], df["trace_path"].iloc[0]])["trace_path"]) == list(
+        df["trace_path"][1::-1]
+    )
     with pytest.raises(FileNotFoundError):
         sl.load_runs(tmp_path / "missing")
 

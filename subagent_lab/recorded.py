@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from subagent_lab.api import ConfigArg, ModelArg, as_choice, as_config, factory_for, runs_root
+from subagent_lab.api_views import RunLike, trace_of
 from subagent_lab.launch_io import plain_json
 from subagent_lab.launcher import SubagentLauncher, SubagentRequest, SubagentResult
 from subagent_lab.trace import RunStarted, read_trace
@@ -96,7 +97,7 @@ def split_rendered_task(message: str) -> tuple[str, dict[str, Any] | None]:
 
 
 def rerun(
-    trace_or_run: str | Path | SubagentResult,
+    trace_or_run: RunLike,
     model: ModelArg = "main",
     *,
     cache: bool | str | Path = False,
@@ -114,7 +115,7 @@ def rerun(
     Its trace and result name the trace it re-ran (``rerun_of``).
 
     Args:
-        trace_or_run: A child's trace path, or its ``SubagentResult``.
+        trace_or_run: A child's trace path, its ``SubagentResult``, or its row of a sweep table.
         model: The model of the new run: ``"main"`` (default) or ``"light"``, or a model object
             or factory (the run is then labelled with the profile's model choice).
         cache: Replay identical model calls (as in ``sl.explore``).
@@ -127,7 +128,7 @@ def rerun(
 
     Raises ``ValueError`` for a trace without a start or of a run that is not a sub-agent's.
     """
-    path = trace_or_run.trace_path if isinstance(trace_or_run, SubagentResult) else trace_or_run
+    path = trace_of(trace_or_run)
     start = recorded_start(path)
     lab = as_config(config)
     if start.profile not in lab.profiles:

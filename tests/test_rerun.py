@@ -105,7 +105,8 @@ def test_rerun_changes_only_what_is_asked(config: LabConfig, workspace: Path, tm
     assert after.profile_fields["read_window"] == 30 and after.seed == 3
     changed = {k for k in before.profile_fields if before.profile_fields[k] != after.profile_fields[k]}
     assert changed == {"max_steps"}
-    third = sl.rerun(again, ScriptedModel(_script()), config=config, runs_dir=tmp_path)
+    row = {"trace_path": again.trace_path}  # a sweep row works too
+    third = sl.rerun(row, ScriptedModel(_script()), config=config, runs_dir=tmp_path)
     assert third.rerun_of == again.trace_path and _start(third.trace_path).budgets["max_steps"] == 2
 
 

@@ -133,7 +133,7 @@ def test_random_runs_respect_budgets_and_bookkeeping(
     assert all(c.usage.completion_tokens <= c.max_tokens for c in calls)
     failed = [e for e in events if isinstance(e, ModelCallFailed)]
     assert len(model.requests) == len(calls) + len(failed)
-    assert result.usage == sum((e.usage for e in [*calls, *failed]), Usage())
+    assert result.usage == sum([c.usage for c in calls] + [f.usage for f in failed], Usage())
     # bookkeeping: the trace alone gives the launcher's figures
     metrics = child_metrics(events)
     assert metrics.token_usage == result.usage

@@ -55,6 +55,8 @@ def constrain_evidence(schema: dict[str, Any], choices: list[str], min_items: in
     lead = [k for k in ("status", "verdict") if k in props]
     order = [*lead, "evidence", *(k for k in props if k not in (*lead, "evidence"))]
     out["properties"] = {k: props[k] for k in order}
+    # Required, so the grammar cannot skip it (an optional property may be left out entirely).
+    out["required"] = [k for k in order if k in {*out.get("required", []), "evidence"}]
     if choices:
         evidence["items"] = {"type": "string", "enum": choices}
         if min_items:

@@ -327,6 +327,7 @@ def test_model_overrides_tune_the_profile_for_the_model_that_runs(
     evidence = model.requests[-1].final_schema["properties"]["evidence"]
     assert evidence["minItems"] == 1 and evidence["items"]["enum"] == ["app/auth.py:4"]
     assert list(model.requests[-1].final_schema["properties"])[:2] == ["status", "evidence"]
+    assert model.requests[-1].final_schema["required"][:2] == ["status", "evidence"]
     launcher, model = make_launcher(turns, cfg)
     launcher.launch(SubagentRequest(task="Where is login?", model="main"))
     assert "minItems" not in model.requests[-1].final_schema["properties"]["evidence"]

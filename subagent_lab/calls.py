@@ -88,6 +88,9 @@ def call_model(
     )
     try:
         request.max_tokens = state.budget.admit(count.tokens, wanted)
+        # Reserved: one prompt and the output cap; each retry after a lost attempt costs a prompt more.
+        spare = state.budget.remaining - count.tokens - request.max_tokens
+        request.max_spent_attempts = max(spare // max(count.tokens, 1), 0)
     except LimitReached:
         deps.trace.emit(decision.model_copy(update={"allowed": False}))
         raise

@@ -102,6 +102,9 @@ class ModelRequest(BaseModel):
     """Act phase: the cap on the brief reasoning that precedes an action."""
     arg_max_chars: int = 160
     """Act phase: the cap on each string argument of an action."""
+    max_spent_attempts: int = 2
+    """Retries the adapter may make after attempts that cost tokens (a timeout, an unusable 200):
+    the loop sets what the remaining budget affords, so such retries cannot overshoot it."""
     max_tokens: int = 1024
     temperature: float = 0.0
     seed: int | None = 0

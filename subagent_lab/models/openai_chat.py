@@ -222,7 +222,9 @@ class OpenAIChatModel:
                 spent += 1
             pause = min(delay if delay is not None else self.backoff_s * 2 ** (attempt - 1), 30.0)
             out_of_time = time.monotonic() + pause >= deadline
-            if not retryable or attempt > self.max_retries or out_of_time:
+            # A retry after an attempt that cost tokens only while the run's budget affords another.
+            unaffordable = spent > request.max_spent_attempts
+            if not retryable or attempt > self.max_retries or out_of_time or unaffordable:
                 hint = f" ({self.error_hint})" if self.error_hint else ""
                 late = " (no time left in the run for a retry)" if out_of_time and retryable else ""
                 raise ModelCallError(

@@ -74,6 +74,10 @@ class ScriptedModel:
             raise turn
         response = turn(request) if callable(turn) and not isinstance(turn, ModelResponse) else turn
         response = response.model_copy(deep=True)
+        if response.spent_attempts > request.max_spent_attempts:  # as the adapter: no unaffordable retry
+            spent = request.max_spent_attempts + 1
+            raise ModelCallError("scripted: attempts lost, no budget for a retry", retryable=True,
+                                 attempts=spent, spent_attempts=spent)  # fmt: skip
         if response.usage.total_tokens == 0:
             body = response.text + "".join(json.dumps(c.arguments) + c.name for c in response.tool_calls)
             completion = (

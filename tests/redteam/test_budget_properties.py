@@ -202,7 +202,8 @@ def check_budgets(result: SubagentResult, overrides: dict[str, Any]) -> None:
     for call in calls:
         # every attempt sent the same prompt: lost attempts add whole prompts to the call's usage
         attempts = 1 + (call.usage.prompt_tokens - call.prompt_tokens_est) // max(call.prompt_tokens_est, 1)
-        per_attempt = call.usage.prompt_tokens / attempts if call.usage.estimated else call.usage.prompt_tokens
+        reported = call.usage.prompt_tokens
+        per_attempt = reported / attempts if call.usage.estimated else reported
         assert per_attempt <= overrides["context_token_budget"], (call.purpose, call.usage)
         assert call.prompt_tokens_est <= overrides["context_token_budget"]
         assert call.usage.completion_tokens <= call.max_tokens

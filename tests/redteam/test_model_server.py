@@ -193,6 +193,11 @@ SCENARIOS: dict[str, Scenario] = {
     ),
     # 1 Grep + 3 repeats answered from the record (3 stale turns) + a grace call and its 2 repairs.
     "same-call-forever": Scenario([], "loop_detected", 7, default=GREP, usage=7 * PER_CALL),
+    # The profiles' default: after one stale turn the loop finishes by itself (no call spent on the
+    # forced action); the final call and its 2 repairs get the repeat text, no contract.
+    "same-call-forced-finish": Scenario(
+        [], "invalid_output", 5, default=GREP, overrides={"finish_after_stale": 1}, usage=5 * PER_CALL
+    ),
     # The JSON action protocol extracts the object from fences or prose (models run unconstrained
     # too); the contract check itself stays strict, as native-fenced-contract shows.
     "fenced-contract": Scenario([GREP, ok("```json\n" + json.dumps(GOOD) + "\n```")], "completed", 2),
@@ -356,6 +361,9 @@ def test_hostile_server(name: str, config: LabConfig, workspace: Path, tmp_path:
         # after a repeat the grammar no longer offers the repeated tool
         offered = [json.dumps(r.body.get("response_format", {})) for r in server.requests[2:4]]
         assert offered and all('"const": "Grep"' not in o and '"const": "Read"' in o for o in offered)
+    elif name == "same-call-forced-finish":
+        assert result.tool_usage == {"Grep": {"executed": 1, "repeated": 1}}
+        assert [c.purpose for c in calls] == ["step", "step", "final", "repair", "repair"]
     elif name in ("huge-content", "huge-thought"):
         assert all(len(json.dumps(r.body)) < 1_000_000 for r in server.requests[1:])
     elif name == "huge-final-answer":

@@ -72,7 +72,8 @@ def run_tools(
     for i, (call, (outcome, repeated)) in enumerate(zip(calls, outcomes, strict=True)):
         if repeated:
             continue
-        state.records[call.signature()] = Record(step=state.steps, index=first + i)
+        if outcome.status == "ok":  # a refused or failed call runs (and is refused) again, never "shown"
+            state.records[call.signature()] = Record(step=state.steps, index=first + i)
         digest = hash(outcome.text)
         new = new or digest not in state.observations
         state.observations.add(digest)

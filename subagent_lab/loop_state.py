@@ -50,13 +50,13 @@ class LoopSpec:
     constrain_paths: bool = False
     """Read may name only files a tool has shown (enforced by the grammar where there is one)."""
     evidence_from_seen: bool = False
+    """The final answer's evidence items are limited by the grammar to lines a tool has shown."""
     min_evidence: int = 0
     """With ``evidence_from_seen``: the least number of seen lines the final answer must cite."""
     finish_after_stale: int = 0
     """After this many consecutive stale turns the grammar offers only ``finish`` (0: never)."""
     read_after_hits: bool = False
     """After a Grep that showed matching lines, the grammar offers only Read and finish."""
-    """The final answer's evidence items are limited by the grammar to lines a tool has shown."""
     thought_max_chars: int = 80
     arg_max_chars: int = 160
 

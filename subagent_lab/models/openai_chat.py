@@ -279,6 +279,9 @@ class OpenAIChatModel:
             response.tool_calls = calls
             return response
         if request.phase == "final":
+            value = extract_json_object(response.text)
+            if value is not None and set(value) == {"final"} and isinstance(value["final"], dict):
+                response.text = json.dumps(value["final"], ensure_ascii=False)  # the earlier wrapper
             return response
         return self._parse_action(response)
 

@@ -141,11 +141,9 @@ def simple_read(ws: Workspace, path: str, line: int = 1, window: int = 50) -> Ob
         out.line("[note: " + "; ".join(extra) + "]")
     cite = f"{rel}:{_cite_line(shown, line)}"
     if shown.pending:
-        # Small models take the first suggestion: finishing comes first, reading on second.
-        out.line(
-            f"Next: if these lines answer the task, finish citing {cite}; "
-            f"else Read path={_quote(rel)} line={shown.end + 1} for more"
-        )
+        # Small models take the first suggestion, and copy a condition as a verdict ("these lines
+        # do not answer the task, so I will read on"): finishing is the suggestion, reading on a fact.
+        out.line(f"Next: finish citing {cite}; Read path={_quote(rel)} line={shown.end + 1} shows more")
     else:
         out.line(f"Next: finish citing {cite} (this is the end of the file)")
     return out.build()

@@ -312,7 +312,7 @@ def test_read_shows_a_window_around_the_line(ws: Workspace, tools: dict[str, Too
     assert lines[0] == "File: pkg/long.py — lines 90-139 of 200"
     assert lines[1] == "    90\tvalue_90 = 90" and lines[50] == "   139\tvalue_139 = 139"
     assert out.spans == [Span("pkg/long.py", 90, 139)]
-    assert lines[-1] == 'Next: finish citing pkg/long.py:100; Read path="pkg/long.py" line=140 shows more'
+    assert lines[-1] == "Next: finish citing pkg/long.py:100"
     top = call(tools["Read"], ws, path="pkg/long.py", line=3)
     assert top.spans == [Span("pkg/long.py", 1, 50)]
     assert call(tools["Read"], ws, path="pkg/long.py").spans == [Span("pkg/long.py", 1, 50)]

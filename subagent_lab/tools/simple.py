@@ -141,9 +141,10 @@ def simple_read(ws: Workspace, path: str, line: int = 1, window: int = 50) -> Ob
         out.line("[note: " + "; ".join(extra) + "]")
     cite = f"{rel}:{_cite_line(shown, line)}"
     if shown.pending:
-        # Small models take the first suggestion, and copy a condition as a verdict ("these lines
-        # do not answer the task, so I will read on"): finishing is the suggestion, reading on a fact.
-        out.line(f"Next: finish citing {cite}; Read path={_quote(rel)} line={shown.end + 1} shows more")
+        # Small models do what the Next line names, and copy any condition as a verdict ("these
+        # lines do not answer the task, so I will read on"): a suggestion to read on had both
+        # models read window after window. The header's "lines a-b of n" says there is more.
+        out.line(f"Next: finish citing {cite}")
     else:
         out.line(f"Next: finish citing {cite} (this is the end of the file)")
     return out.build()

@@ -16,7 +16,7 @@ from subagent_lab.dispatch import FINISH_SCHEMA
 from subagent_lab.loop_state import LoopDeps, LoopSpec, RunState
 from subagent_lab.models.base import ModelCallError
 from subagent_lab.models.tokens import TokenCount, prompt_counter
-from subagent_lab.provenance import constrain_evidence, evidence_choices
+from subagent_lab.provenance import bounded_answer, constrain_evidence, evidence_choices
 from subagent_lab.trace import BudgetDecision, Compacted, ModelCalled, ModelCallFailed
 from subagent_lab.types import (
     Cancelled,
@@ -57,6 +57,7 @@ def call_model(
         final_schema = contract_schema(spec.contract)
         if spec.evidence_from_seen:
             final_schema = constrain_evidence(final_schema, evidence_choices(state.seen), spec.min_evidence)
+        final_schema = bounded_answer(final_schema, spec.max_output_tokens)
     request = ModelRequest(
         messages=state.messages,
         tools=[*(t.schema() for t in deps.tools.values()), FINISH_SCHEMA],

@@ -65,3 +65,24 @@ def constrain_evidence(schema: dict[str, Any], choices: list[str], min_items: in
         evidence["items"] = {"type": "string"}
         evidence["maxItems"] = 0
     return out
+
+
+def bounded_answer(schema: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+    """A copy of a contract schema whose strings and lists fit in ``max_tokens`` output tokens.
+
+    A final answer cut at its output cap is unterminated JSON, and a repair costs a whole call:
+    the grammar instead keeps top-level strings to ~1/6 and list items to ~1/18 of the cap
+    (at ~3 characters a token), and lists to 6 items, so a complete answer fits.
+    """
+    out = copy.deepcopy(schema)
+    text, item, items = max(max_tokens // 2, 40), max(max_tokens // 6, 20), 6
+    for prop in out.get("properties", {}).values():
+        if prop.get("type") == "string" and "enum" not in prop:
+            prop["maxLength"] = min(prop.get("maxLength", text), text)
+        elif prop.get("type") == "array":
+            prop["maxItems"] = min(prop.get("maxItems", items), items)
+            sub = prop.get("items", {})
+            if sub.get("type") == "string" and "enum" not in sub:
+                cap = 80 if "pattern" in sub else item  # a patterned item is a location, path:line
+                sub["maxLength"] = min(sub.get("maxLength", cap), cap)
+    return out

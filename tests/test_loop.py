@@ -338,3 +338,17 @@ def test_a_bad_model_override_names_its_field(config: LabConfig) -> None:
         config.profiles["explore"].model_validate(
             {**config.profiles["explore"].model_dump(), "model_overrides": {"light": {"max_steps": 0}}}
         )
+
+
+def test_the_final_answer_grammar_fits_the_output_cap() -> None:
+    from subagent_lab.contracts import contract_schema
+    from subagent_lab.provenance import bounded_answer
+
+    schema = bounded_answer(contract_schema("ExploreResult"), 768)
+    props = schema["properties"]
+    worst = props["summary"]["maxLength"] + sum(
+        props[k]["maxItems"] * props[k]["items"].get("maxLength", 30)
+        for k in ("findings", "evidence", "unresolved_questions")
+    )
+    assert worst / 3 <= 768 * 1.1  # at ~3 characters a token the longest answer still closes its JSON
+    assert props["status"] == contract_schema("ExploreResult")["properties"]["status"]  # enums untouched

@@ -27,9 +27,9 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("loop", {"loop_state", "dispatch", "calls", "loop"}),
     ("agents", {"launch_io", "launcher", "task_tool", "agent_tools", "agent_result", "agent"}),
     ("experiments", {"bench", "bench.suite", "bench.scoring", "experiments", "experiments.sweep",
-                     "experiments.analysis", "recorded"}),
+                     "experiments.analysis"}),
     ("faces", {"widgets", "widgets.records", "widgets.render", "widgets.run_inspector",
-               "widgets.sweep_explorer", "report", "api", "api_views", "cli", "cli_lab", ""}),
+               "widgets.sweep_explorer", "report", "api", "api_views", "recorded", "cli", "cli_lab", ""}),
 ]  # fmt: skip
 """Bottom to top. ``""`` is the package itself (``subagent_lab/__init__.py``, the public API)."""
 LAYER = {module: i for i, (_, modules) in enumerate(LAYERS) for module in modules}

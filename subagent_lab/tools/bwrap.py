@@ -141,10 +141,12 @@ class BashSandbox:
                 args += ["--ro-bind", path, path]
         for name in ETC_FILES:
             args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+        # The tmpfs /tmp first: bwrap applies mounts in order, so a harness (or a checkout) that
+        # lives under /tmp stays visible through the binds that follow instead of being hidden.
+        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", home]
         mounts = self.mounts(workspace)
         for path in mounts:
             args += ["--ro-bind", path, path]
-        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", home]
         args += ["--bind", workspace, workspace, "--chdir", workspace]
         env = {
             "PATH": ":".join([*(f"{p}/bin" for p in mounts if os.path.isdir(f"{p}/bin")), SANDBOX_PATH]),

@@ -15,8 +15,8 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from subagent_lab.metrics import child_metrics
-from subagent_lab.trace import RunStarted, read_trace
+from subagent_lab.analysis.metrics import child_metrics
+from subagent_lab.core.trace import RunStarted, read_trace
 
 
 def main() -> int:

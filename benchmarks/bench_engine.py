@@ -30,10 +30,10 @@ from typing import Any
 
 import httpx
 
-from subagent_lab import server, weights
-from subagent_lab.contracts import contract_schema
+from subagent_lab.config.profiles import LabConfig, ServerConfig, load_config
+from subagent_lab.core.contracts import contract_schema
+from subagent_lab.local_models import server, weights
 from subagent_lab.models.actions import decoding_schema
-from subagent_lab.profiles import LabConfig, ServerConfig, load_config
 
 SOURCE = Path(__file__).resolve().parent.parent / "subagent_lab" / "loop.py"
 BAN_END = {"151643": -100, "151645": -100}  # Qwen2.5 <|endoftext|>, <|im_end|>

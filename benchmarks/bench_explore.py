@@ -4,7 +4,7 @@ Runs a real sweep (no call cache) of ``--suite`` x ``--models`` x ``--repeats`` 
 models and prints, per model: completed-with-grounded-evidence on locate tasks, mean quality over
 all tasks with its spread over repeats, contract validity, action calls cut at their cap, the
 median action output, the median wall time per run, and the terminal reasons. Every figure is
-computed from the sweep's rows and the runs' traces (``subagent_lab.metrics``).
+computed from the sweep's rows and the runs' traces (``subagent_lab.analysis.metrics``).
 
 "Completed with grounded evidence": status ``completed``, at least one evidence item, and every
 item grounded (the cited file and lines exist) and seen (a tool showed those lines to the child).
@@ -24,9 +24,9 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from subagent_lab.analysis.metrics import child_metrics
+from subagent_lab.core.trace import read_trace
 from subagent_lab.experiments.sweep import SweepSpec, Variant, run_sweep
-from subagent_lab.metrics import child_metrics
-from subagent_lab.trace import read_trace
 
 TARGETS = {
     "light": {"locate_ok": 0.40, "quality": 0.30, "wall": 25.0},

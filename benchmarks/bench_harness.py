@@ -12,12 +12,12 @@ from __future__ import annotations
 import argparse
 import tempfile
 
+from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
+from subagent_lab.analysis.metrics import tool_calls_table
 from subagent_lab.bench.suite import load_suite, package_root
-from subagent_lab.launcher import SubagentLauncher, SubagentRequest
-from subagent_lab.metrics import tool_calls_table
-from subagent_lab.profiles import load_config
-from subagent_lab.server import ensure_server
-from subagent_lab.trace import ModelCalled, read_trace
+from subagent_lab.config.profiles import load_config
+from subagent_lab.core.trace import ModelCalled, read_trace
+from subagent_lab.local_models.server import ensure_server
 
 
 def main() -> None:

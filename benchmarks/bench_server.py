@@ -29,8 +29,8 @@ from typing import Any
 
 import httpx
 
-from subagent_lab import server, weights
-from subagent_lab.profiles import LabConfig, ServerConfig, load_config
+from subagent_lab.config.profiles import LabConfig, ServerConfig, load_config
+from subagent_lab.local_models import server, weights
 
 SOURCE = Path(__file__).resolve().parent.parent / "subagent_lab" / "profiles.py"
 QUESTION = "\n\nExplain in detail what the code above does, section by section."

@@ -10,7 +10,7 @@ set -euo pipefail
 CACHE="${SUBAGENT_LAB_CACHE:-$HOME/.cache/subagent_lab}"
 SDIST_VERSION="0.3.16"
 SDIST_SHA256="34ed0f9bd9431af045bb63d9324ae620ad0536653740e9bb163a2e1fcb973be6"
-BUILD_ID="llama-cpp-python-0.3.16-vendored-4227c9b"   # = subagent_lab.server.LLAMA_CPP_BUILD
+BUILD_ID="llama-cpp-python-0.3.16-vendored-4227c9b"   # = subagent_lab.local_models.server.LLAMA_CPP_BUILD
 PREFIX="$CACHE/llama.cpp/$BUILD_ID"
 PIP=("$@")
 log() { printf '[setup] %s\n' "$*" >&2; }

@@ -23,33 +23,33 @@ __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     # running
-    "explore": "subagent_lab.api",
-    "run": "subagent_lab.api",
-    "run_parent": "subagent_lab.api",
-    "rerun": "subagent_lab.recorded",
-    "sweep": "subagent_lab.api",
-    "load_config": "subagent_lab.profiles",
+    "explore": "subagent_lab.api.runs",
+    "run": "subagent_lab.api.runs",
+    "run_parent": "subagent_lab.api.runs",
+    "rerun": "subagent_lab.api.rerun",
+    "sweep": "subagent_lab.api.runs",
+    "load_config": "subagent_lab.config.profiles",
     "ScriptedModel": "subagent_lab.models.scripted",
-    "SubagentResult": "subagent_lab.launcher",
-    "MainRunResult": "subagent_lab.agent_result",
+    "SubagentResult": "subagent_lab.agents.launcher",
+    "MainRunResult": "subagent_lab.agents.result",
     # reading
-    "load_runs": "subagent_lab.api_views",
-    "trace_table": "subagent_lab.api_views",
-    "bench_task": "subagent_lab.api_views",
-    "bench_workspace": "subagent_lab.api_views",
-    "score": "subagent_lab.api_views",
-    "inspect": "subagent_lab.api_views",
-    "compare": "subagent_lab.api_views",
+    "load_runs": "subagent_lab.api.views",
+    "trace_table": "subagent_lab.api.views",
+    "bench_task": "subagent_lab.api.views",
+    "bench_workspace": "subagent_lab.api.views",
+    "score": "subagent_lab.api.views",
+    "inspect": "subagent_lab.api.views",
+    "compare": "subagent_lab.api.views",
     "pick_trace": "subagent_lab.widgets.sweep_explorer",
-    "write_report": "subagent_lab.report",
+    "write_report": "subagent_lab.api.report",
     # tables and plots of a sweep
-    "headline": "subagent_lab.experiments.analysis",
-    "summarize": "subagent_lab.experiments.analysis",
-    "terminal_reasons": "subagent_lab.experiments.analysis",
-    "budget_curve": "subagent_lab.experiments.analysis",
-    "plot_terminal_reasons": "subagent_lab.experiments.analysis",
-    "plot_tokens_vs_quality": "subagent_lab.experiments.analysis",
-    "plot_budget_curve": "subagent_lab.experiments.analysis",
+    "headline": "subagent_lab.analysis.summary",
+    "summarize": "subagent_lab.analysis.summary",
+    "terminal_reasons": "subagent_lab.analysis.summary",
+    "budget_curve": "subagent_lab.analysis.summary",
+    "plot_terminal_reasons": "subagent_lab.analysis.summary",
+    "plot_tokens_vs_quality": "subagent_lab.analysis.summary",
+    "plot_budget_curve": "subagent_lab.analysis.summary",
 }
 """Public name -> the module defining it."""
 
@@ -83,18 +83,9 @@ __all__ = [  # the names of _EXPORTS (a test keeps the two equal)
 ]
 
 if TYPE_CHECKING:  # what editors and mypy see; at run time __getattr__ loads each on first use
-    from subagent_lab.agent_result import MainRunResult
-    from subagent_lab.api import explore, run, run_parent, sweep
-    from subagent_lab.api_views import (
-        bench_task,
-        bench_workspace,
-        compare,
-        inspect,
-        load_runs,
-        score,
-        trace_table,
-    )
-    from subagent_lab.experiments.analysis import (
+    from subagent_lab.agents.launcher import SubagentResult
+    from subagent_lab.agents.result import MainRunResult
+    from subagent_lab.analysis.summary import (
         budget_curve,
         headline,
         plot_budget_curve,
@@ -103,11 +94,20 @@ if TYPE_CHECKING:  # what editors and mypy see; at run time __getattr__ loads ea
         summarize,
         terminal_reasons,
     )
-    from subagent_lab.launcher import SubagentResult
+    from subagent_lab.api.report import write_report
+    from subagent_lab.api.rerun import rerun
+    from subagent_lab.api.runs import explore, run, run_parent, sweep
+    from subagent_lab.api.views import (
+        bench_task,
+        bench_workspace,
+        compare,
+        inspect,
+        load_runs,
+        score,
+        trace_table,
+    )
+    from subagent_lab.config.profiles import load_config
     from subagent_lab.models.scripted import ScriptedModel
-    from subagent_lab.profiles import load_config
-    from subagent_lab.recorded import rerun
-    from subagent_lab.report import write_report
     from subagent_lab.widgets.sweep_explorer import pick_trace
 
 

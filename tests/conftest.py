@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from subagent_lab.launcher import SubagentLauncher
+from subagent_lab.agents.launcher import SubagentLauncher
+from subagent_lab.config.profiles import LabConfig, load_config
 from subagent_lab.models.scripted import ScriptedModel, Turn
-from subagent_lab.profiles import LabConfig, load_config
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -52,7 +52,7 @@ def _no_real_models(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
         or node.path.name in STAND_IN_SERVER_TESTS
     ):
         return
-    from subagent_lab import server
+    from subagent_lab.local_models import server
     from subagent_lab.models import openai_chat
 
     real_ensure = server.ensure_server

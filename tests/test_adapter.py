@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from subagent_lab.dispatch import FINISH_SCHEMA
-from subagent_lab.launcher import SubagentLauncher, SubagentRequest
+from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
+from subagent_lab.config.profiles import LabConfig, ModelConfig
+from subagent_lab.core.dispatch import FINISH_SCHEMA
+from subagent_lab.core.trace import read_trace
+from subagent_lab.core.types import Message, ModelRequest, ModelResponse
 from subagent_lab.models.openai_chat import OpenAIChatModel, action_schema
-from subagent_lab.profiles import LabConfig, ModelConfig
-from subagent_lab.tools.readonly import READONLY_TOOLS, simple_tools
-from subagent_lab.trace import read_trace
-from subagent_lab.types import Message, ModelRequest, ModelResponse
+from subagent_lab.tools.registry import READONLY_TOOLS, simple_tools
 
 
 def test_dead_server_is_a_model_error_naming_the_url(config: LabConfig, workspace: Path) -> None:
@@ -83,8 +83,8 @@ def test_json_protocol_messages_and_parsing() -> None:
 
 
 def test_decoding_schema_keeps_properties_named_like_keywords() -> None:
+    from subagent_lab.agents.task_tool import TASK_TOOL
     from subagent_lab.models.openai_chat import decoding_schema
-    from subagent_lab.task_tool import TASK_TOOL
 
     params = decoding_schema(TASK_TOOL.schema()["function"]["parameters"])
     assert {"description", "prompt", "subagent_type"} <= set(params["properties"])

@@ -12,19 +12,19 @@ from typing import Any
 import pytest
 from conftest import REPO
 
-from subagent_lab.agent import MainAgent, MainRunResult
-from subagent_lab.agent_profile import AgentProfile
-from subagent_lab.agent_result import gate_passes
-from subagent_lab.launcher import loop_spec
+from subagent_lab.agents.launcher import loop_spec
+from subagent_lab.agents.parent import MainAgent, MainRunResult
+from subagent_lab.agents.result import gate_passes
+from subagent_lab.config.agent_profile import AgentProfile
+from subagent_lab.config.profiles import LabConfig, load_config
+from subagent_lab.core.tool import ToolDeniedError, ToolError
+from subagent_lab.core.trace import PromptAdded, RunEnded, RunStarted, SubagentEvent, read_trace
+from subagent_lab.core.types import ModelRequest, ModelResponse
 from subagent_lab.models.scripted import ScriptedModel, Turn, final, tool_call, tool_calls
-from subagent_lab.profiles import LabConfig, load_config
-from subagent_lab.sandbox import Workspace
 from subagent_lab.tools import edit as edit_module
-from subagent_lab.tools.base import ToolDeniedError, ToolError
 from subagent_lab.tools.bash import bash, classify_command
 from subagent_lab.tools.edit import ReadStamps, edit, tracked_read
-from subagent_lab.trace import PromptAdded, RunEnded, RunStarted, SubagentEvent, read_trace
-from subagent_lab.types import ModelRequest, ModelResponse
+from subagent_lab.workspace.sandbox import Workspace
 
 GOOD = {
     "status": "completed",

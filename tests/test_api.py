@@ -15,12 +15,12 @@ import yaml
 from conftest import REPO
 
 import subagent_lab as sl
-from subagent_lab import launcher as launcher_module
 from subagent_lab.bench.suite import load_suite
+from subagent_lab.config.profiles import LabConfig, ModelConfig
+from subagent_lab.core.trace import ModelCalled, RunStarted, read_trace
+from subagent_lab.core.types import ConfigError
+from subagent_lab.local_models import factory as factory_module
 from subagent_lab.models.scripted import ScriptedFactory, final, tool_call
-from subagent_lab.profiles import LabConfig, ModelConfig
-from subagent_lab.trace import ModelCalled, RunStarted, read_trace
-from subagent_lab.types import ConfigError
 
 GOOD = {
     "status": "completed",
@@ -114,7 +114,7 @@ def test_model_forms(
     assert result.status == "completed" and seen == ["light:qwen2.5-coder-0.5b"]  # the profile's model
 
     # A choice goes through the configured models' factory: "main" is asked for and used.
-    monkeypatch.setattr(launcher_module, "default_model_factory", lambda lab: factory)
+    monkeypatch.setattr(factory_module, "default_model_factory", lambda lab: factory)
     result = sl.explore("Where is login?", workspace, "main", config=config, runs_dir=tmp_path)
     assert (result.model_choice, result.model_used) == ("main", "main") and seen[-1].startswith("main:")
 

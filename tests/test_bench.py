@@ -21,7 +21,7 @@ from subagent_lab.bench.suite import (
     load_suite,
     package_root,
 )
-from subagent_lab.types import ConfigError
+from subagent_lab.core.types import ConfigError
 
 SUITE = load_suite()
 PRESENT = [t for t in SUITE if t.kind != "absent"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from subagent_lab.contracts import ground_evidence, grounded_ratio, parse_contract
+from subagent_lab.core.contracts import ground_evidence, grounded_ratio, parse_contract
 
 OK = {
     "status": "completed",

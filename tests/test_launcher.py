@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 from conftest import LauncherFactory
 
-from subagent_lab import launcher as launcher_module
-from subagent_lab.agent_profile import AgentProfile
-from subagent_lab.launch_io import plain_json
-from subagent_lab.launcher import SubagentLauncher, SubagentRequest, loop_spec
-from subagent_lab.loop import LoopSpec
+from subagent_lab.agents import launcher as launcher_module
+from subagent_lab.agents.launch_io import plain_json
+from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest, loop_spec
+from subagent_lab.config.agent_profile import AgentProfile
+from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile
+from subagent_lab.core.loop import LoopSpec
+from subagent_lab.core.trace import RunEnded, RunStarted, TraceWriter, read_trace
+from subagent_lab.core.types import ConfigError
 from subagent_lab.models.scripted import ScriptedModel, final, tool_call
-from subagent_lab.profiles import LabConfig, ModelConfig, RuntimeProfile
-from subagent_lab.trace import RunEnded, RunStarted, TraceWriter, read_trace
-from subagent_lab.types import ConfigError
 
 GOOD = {
     "status": "completed",

@@ -15,24 +15,22 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "subagent_lab"
 
 LAYERS: list[tuple[str, set[str]]] = [
-    ("leaves", {"types", "secret_policy", "yaml_load", "weights", "llama_server", "tools.bwrap"}),
-    ("config", {"contracts", "agent_profile", "profiles", "redact"}),
-    ("core", {"trace", "budget", "context", "provenance", "metrics"}),
-    ("tools, workspace, models", {
-        "tools", "tools.base", "tools.read", "tools.grep", "tools.glob", "tools.simple", "tools.simple_grep",
-        "tools.readonly", "tools.edit", "tools.bash", "sandbox", "permissions", "scratch",
-        "models", "models.base", "models.tokens", "models.actions", "models.openai_chat", "models.cache",
-        "models.scripted", "server",
-    }),
-    ("loop", {"loop_state", "dispatch", "calls", "loop"}),
-    ("agents", {"launch_io", "launcher", "task_tool", "agent_tools", "agent_result", "agent"}),
-    ("experiments", {"bench", "bench.suite", "bench.scoring", "experiments", "experiments.sweep",
-                     "experiments.analysis"}),
-    ("faces", {"widgets", "widgets.records", "widgets.render", "widgets.run_inspector",
-               "widgets.sweep_explorer", "report", "api", "api_views", "recorded", "cli", "cli_lab", ""}),
+    ("core", {"core"}),
+    ("config", {"config"}),
+    ("tools, workspace, models, local models", {"tools", "workspace", "models", "local_models"}),
+    ("agents", {"agents"}),
+    ("bench, analysis", {"bench", "analysis"}),
+    ("experiments", {"experiments"}),
+    ("faces", {"widgets", "api", "cli", ""}),
 ]  # fmt: skip
-"""Bottom to top. ``""`` is the package itself (``subagent_lab/__init__.py``, the public API)."""
-LAYER = {module: i for i, (_, modules) in enumerate(LAYERS) for module in modules}
+"""Bottom to top, one entry per folder of the package; a module belongs to its folder's layer.
+``""`` is the package itself (``subagent_lab/__init__.py``, the public API)."""
+FOLDER_LAYER = {folder: i for i, (_, folders) in enumerate(LAYERS) for folder in folders}
+
+
+def layer_of(module: str) -> int | None:
+    """The layer of a dotted module name below the package (``core.loop`` -> core's), or None."""
+    return FOLDER_LAYER.get(module.split(".")[0] if module else "")
 
 
 def _module(path: Path) -> str:
@@ -41,13 +39,13 @@ def _module(path: Path) -> str:
 
 
 def _imports(path: Path) -> set[str]:
+    """The package modules a file imports, as dotted names below the package ("" for the package)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "subagent_lab":
             base = node.module.removeprefix("subagent_lab").lstrip(".")
-            for alias in node.names:  # `from subagent_lab import weights` imports the module weights
-                name = f"{base}.{alias.name}" if base else alias.name
-                found.add(name if name in LAYER else base)
+            for alias in node.names:  # `from subagent_lab import api` imports the folder api
+                found.add(base or (alias.name if alias.name in FOLDER_LAYER else ""))
         elif isinstance(node, ast.Import):
             found |= {
                 a.name.removeprefix("subagent_lab").lstrip(".")
@@ -61,22 +59,27 @@ MODULES = sorted(PACKAGE.rglob("*.py"))
 
 
 def test_every_module_has_a_layer() -> None:
-    assert sorted(_module(p) for p in MODULES if _module(p) not in LAYER) == []
+    """Only the public API sits at the package root; every other module lives in a layer's folder."""
+    assert sorted(_module(p) for p in MODULES if layer_of(_module(p)) is None) == []
+    assert [p.name for p in PACKAGE.glob("*.py")] == ["__init__.py"]
 
 
 @pytest.mark.parametrize("path", MODULES, ids=_module)
 def test_no_import_points_up(path: Path) -> None:
-    own = LAYER[_module(path)]
-    upward = sorted(m for m in _imports(path) if m in LAYER and LAYER[m] > own)
+    own = layer_of(_module(path))
+    assert own is not None
+    upward = sorted(m for m in _imports(path) if (layer_of(m) or 0) > own)
     assert upward == [], f"{_module(path)} ({LAYERS[own][0]}) imports from above: {upward}"
 
 
 def test_the_check_sees_upward_imports(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text(
-        "from subagent_lab import weights\nfrom subagent_lab.launcher import SubagentLauncher\n"
+        "from subagent_lab import api\nfrom subagent_lab.agents.launcher import SubagentLauncher\n"
         "def lazy():\n    import subagent_lab.experiments.sweep\n"
     )
     found = _imports(probe)
-    assert {"weights", "launcher", "experiments.sweep"} <= found
-    assert [m for m in found if LAYER[m] > LAYER["loop"]] != []  # placed in the loop layer, it would fail
+    assert {"api", "agents.launcher", "experiments.sweep"} <= found
+    core = FOLDER_LAYER["core"]
+    above = sorted(m for m in found if (layer_of(m) or 0) > core)
+    assert above == ["agents.launcher", "api", "experiments.sweep"]

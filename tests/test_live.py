@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from subagent_lab.launcher import SubagentLauncher, SubagentRequest
-from subagent_lab.metrics import child_metrics
-from subagent_lab.profiles import LabConfig, load_config
-from subagent_lab.server import llama_server_binary
-from subagent_lab.trace import ModelCalled, RunEnded, RunStarted, read_trace
+from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
+from subagent_lab.analysis.metrics import child_metrics
+from subagent_lab.config.profiles import LabConfig, load_config
+from subagent_lab.core.trace import ModelCalled, RunEnded, RunStarted, read_trace
+from subagent_lab.local_models.server import llama_server_binary
 
 pytestmark = pytest.mark.live
 
@@ -21,7 +21,7 @@ if not llama_server_binary().is_file():  # setup.sh builds it; a bare pip instal
 
 @pytest.fixture(scope="module")
 def live_config(tmp_path_factory: pytest.TempPathFactory) -> LabConfig:
-    from subagent_lab.server import ensure_server
+    from subagent_lab.local_models.server import ensure_server
 
     cfg = load_config(REPO / "profiles.yaml", env={})
     cfg = cfg.model_copy(update={"trace_dir": str(tmp_path_factory.mktemp("live") / "runs"), "source": None})

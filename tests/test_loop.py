@@ -10,13 +10,13 @@ import pytest
 from conftest import LauncherFactory
 from pydantic import ValidationError
 
-from subagent_lab.launcher import SubagentRequest
-from subagent_lab.metrics import child_metrics
-from subagent_lab.models.base import ModelCallError
+from subagent_lab.agents.launcher import SubagentRequest
+from subagent_lab.analysis.metrics import child_metrics
+from subagent_lab.config.profiles import LabConfig
+from subagent_lab.core.model import ModelCallError
+from subagent_lab.core.trace import BudgetDecision, Compacted, ModelCalled, RunEnded, RunStarted, read_trace
+from subagent_lab.core.types import ModelRequest, ModelResponse
 from subagent_lab.models.scripted import final, tool_call, tool_calls
-from subagent_lab.profiles import LabConfig
-from subagent_lab.trace import BudgetDecision, Compacted, ModelCalled, RunEnded, RunStarted, read_trace
-from subagent_lab.types import ModelRequest, ModelResponse
 
 GOOD = {
     "status": "completed",
@@ -341,8 +341,8 @@ def test_a_bad_model_override_names_its_field(config: LabConfig) -> None:
 
 
 def test_the_final_answer_grammar_fits_the_output_cap() -> None:
-    from subagent_lab.contracts import contract_schema
-    from subagent_lab.provenance import bounded_answer
+    from subagent_lab.core.contracts import contract_schema
+    from subagent_lab.core.provenance import bounded_answer
 
     schema = bounded_answer(contract_schema("ExploreResult"), 768)
     props = schema["properties"]

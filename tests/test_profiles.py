@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from subagent_lab.profiles import LabConfig, config_json_schema, load_config, served_context
-from subagent_lab.types import ConfigError
+from subagent_lab.config.profiles import LabConfig, config_json_schema, load_config, served_context
+from subagent_lab.core.types import ConfigError
 
 
 def _write(tmp_path: Path, mutate) -> Path:  # type: ignore[no-untyped-def]

@@ -11,11 +11,11 @@ import pytest
 import yaml
 from conftest import REPO
 
+from subagent_lab.api.report import render_report, write_report
 from subagent_lab.bench.suite import load_suite
-from subagent_lab.cli import main as cli_main
+from subagent_lab.cli.main import main as cli_main
 from subagent_lab.experiments.sweep import SweepSpec, Variant, run_sweep, sweep_dir
 from subagent_lab.models.scripted import ScriptedFactory, final, tool_call
-from subagent_lab.report import render_report, write_report
 
 TASK = next(t for t in load_suite() if t.id == "yaml-safe-load")
 GOLD = [f"{g.path}:{g.start}-{g.end}" for g in TASK.gold]

@@ -10,13 +10,13 @@ import yaml
 from conftest import REPO
 
 import subagent_lab as sl
-from subagent_lab import launcher as launcher_module
-from subagent_lab.cli import main as cli_main
-from subagent_lab.launch_io import render_task
+from subagent_lab.agents.launch_io import render_task
+from subagent_lab.api.rerun import recorded_start, split_rendered_task
+from subagent_lab.cli.main import main as cli_main
+from subagent_lab.config.profiles import LabConfig, ModelConfig
+from subagent_lab.core.trace import RunStarted, TraceWriter, read_trace
+from subagent_lab.local_models import factory as factory_module
 from subagent_lab.models.scripted import ScriptedModel, final, tool_call
-from subagent_lab.profiles import LabConfig, ModelConfig
-from subagent_lab.recorded import recorded_start, split_rendered_task
-from subagent_lab.trace import RunStarted, TraceWriter, read_trace
 
 ANSWER = {
     "status": "completed",
@@ -53,7 +53,7 @@ class Models:
 @pytest.fixture
 def models(monkeypatch: pytest.MonkeyPatch) -> Models:
     made = Models()
-    monkeypatch.setattr(launcher_module, "default_model_factory", lambda lab: made)
+    monkeypatch.setattr(factory_module, "default_model_factory", lambda lab: made)
     return made
 
 

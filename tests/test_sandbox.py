@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from subagent_lab.sandbox import Workspace
-from subagent_lab.tools.base import ToolDeniedError, ToolError
+from subagent_lab.core.tool import ToolDeniedError, ToolError
+from subagent_lab.workspace.sandbox import Workspace
 
 
 @pytest.fixture

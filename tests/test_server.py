@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from subagent_lab import server, weights
-from subagent_lab.cli import main as cli_main
-from subagent_lab.llama_server import backend_command
-from subagent_lab.profiles import LabConfig, ModelConfig, ServerConfig
-from subagent_lab.server import ServerError
+from subagent_lab.cli.main import main as cli_main
+from subagent_lab.config.profiles import LabConfig, ModelConfig, ServerConfig
+from subagent_lab.local_models import server, weights
+from subagent_lab.local_models.llama_server import backend_command
+from subagent_lab.local_models.server import ServerError
 
 ALIASES = [spec.alias for spec in weights.SPECS.values()]
 
@@ -167,7 +167,7 @@ def test_start_reuse_and_stop_lifecycle(lab: LabConfig, tmp_path: Path) -> None:
 
 ORPHAN = """
 import os, subprocess, sys, time
-code = f"from subagent_lab.llama_server import exit_with_parent; exit_with_parent({os.getpid()})"
+code = f"from subagent_lab.local_models.llama_server import exit_with_parent; exit_with_parent({os.getpid()})"
 child = subprocess.Popen([sys.executable, "-c", code])
 print(child.pid, flush=True)
 time.sleep(60)
@@ -341,7 +341,7 @@ def test_live_embedded_server_chat(config: LabConfig) -> None:
 
 def test_router_drops_the_backend_request_when_the_client_hangs_up() -> None:
     """A killed sweep must not leave llama-server computing answers nobody will read."""
-    from subagent_lab.llama_server import forward
+    from subagent_lab.local_models.llama_server import forward
 
     class Slow(BaseHTTPRequestHandler):
         def do_POST(self) -> None:

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from subagent_lab.sandbox import Workspace
+from subagent_lab.core.tool import MAX_OBSERVATION_CHARS, Observation, ObservationBuilder, Tool
+from subagent_lab.core.types import Span, ToolOutcome
 from subagent_lab.tools import simple_grep
-from subagent_lab.tools.base import MAX_OBSERVATION_CHARS, Observation, ObservationBuilder, Tool
-from subagent_lab.tools.readonly import GLOB, GREP, READ, build_tools
+from subagent_lab.tools.registry import GLOB, GREP, READ, build_tools
 from subagent_lab.tools.simple import ObservationLimits
 from subagent_lab.tools.simple_grep import LINE_CHARS
-from subagent_lab.types import Span, ToolOutcome
+from subagent_lab.workspace.sandbox import Workspace
 
 LOADERS = """\
 import os

@@ -10,12 +10,12 @@ import pytest
 import yaml
 from conftest import REPO
 
+from subagent_lab.analysis.summary import budget_curve, summarize, terminal_reasons
 from subagent_lab.bench.suite import load_suite
-from subagent_lab.experiments.analysis import budget_curve, summarize, terminal_reasons
+from subagent_lab.core.types import ConfigError
 from subagent_lab.experiments.sweep import SweepSpec, Variant, load_results, run_sweep, sweep_dir
 from subagent_lab.models.cache import request_key
 from subagent_lab.models.scripted import ScriptedFactory, ScriptedModel, final, tool_call
-from subagent_lab.types import ConfigError
 
 TASK = next(t for t in load_suite() if t.id == "yaml-safe-load")
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from subagent_lab.sandbox import Workspace
+from subagent_lab.core.tool import MAX_OBSERVATION_CHARS, Tool
+from subagent_lab.core.types import ToolOutcome
 from subagent_lab.tools import grep as grep_module
-from subagent_lab.tools.base import MAX_OBSERVATION_CHARS, Tool
-from subagent_lab.tools.readonly import GLOB, GREP, READ, READONLY_TOOLS, build_tools
-from subagent_lab.types import ToolOutcome
+from subagent_lab.tools.registry import GLOB, GREP, READ, READONLY_TOOLS, build_tools
+from subagent_lab.workspace.sandbox import Workspace
 
 
 @pytest.fixture

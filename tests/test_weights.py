@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from subagent_lab import weights
-from subagent_lab.weights import SkippedArray, WeightsError, WeightSpec
+from subagent_lab.local_models import weights
+from subagent_lab.local_models.weights import SkippedArray, WeightsError, WeightSpec
 
 _STR, _ARR, _U32, _I32, _F32, _BOOL, _U64 = 8, 9, 4, 5, 6, 7, 10
 
@@ -218,7 +218,7 @@ def test_missing_part_packages_name_the_pip_command(tmp_path: Path) -> None:
 
 
 def test_embedded_specs_match_the_configured_aliases() -> None:
-    from subagent_lab.profiles import load_config
+    from subagent_lab.config.profiles import load_config
 
     config = load_config(Path(__file__).resolve().parent.parent / "profiles.yaml", env={})
     for choice, spec in weights.SPECS.items():

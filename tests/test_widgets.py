@@ -12,12 +12,19 @@ import pytest
 import yaml
 from conftest import REPO, LauncherFactory
 
+from subagent_lab.agents.launcher import ParentLink, SubagentRequest, SubagentResult
 from subagent_lab.bench.suite import load_suite
+from subagent_lab.core.trace import (
+    ModelCalled,
+    RunStarted,
+    ToolFinished,
+    ToolStarted,
+    TraceWriter,
+    read_trace,
+)
+from subagent_lab.core.types import Usage
 from subagent_lab.experiments.sweep import SweepSpec, Variant, load_results, run_sweep, sweep_dir
-from subagent_lab.launcher import ParentLink, SubagentRequest, SubagentResult
 from subagent_lab.models.scripted import ScriptedFactory, final, tool_call
-from subagent_lab.trace import ModelCalled, RunStarted, ToolFinished, ToolStarted, TraceWriter, read_trace
-from subagent_lab.types import Usage
 from subagent_lab.widgets import (
     RunInspector,
     SweepExplorer,
@@ -311,7 +318,8 @@ def test_side_by_side_shows_two_inspectors(sweep_df: pd.DataFrame) -> None:
 
 def test_core_package_does_not_import_widgets() -> None:
     code = (
-        "import sys, subagent_lab.experiments.sweep, subagent_lab.experiments.analysis, subagent_lab.metrics;"
+        "import sys, subagent_lab.experiments.sweep, subagent_lab.analysis.summary;"
+        "import subagent_lab.analysis.metrics;"
         "assert 'ipywidgets' not in sys.modules and 'subagent_lab.widgets' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from subagent_lab.bench.suite import BenchTask, GoldSpan, TaskKind
-from subagent_lab.contracts import ExploreResult, ground_evidence, parse_evidence
+from subagent_lab.core.contracts import ExploreResult, ground_evidence, parse_evidence
 
 WIDE_SPAN_FACTOR = 4
 """An evidence range wider than this many times the gold span ..."""

@@ -17,7 +17,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from subagent_lab.types import ConfigError
+from subagent_lab.core.types import ConfigError
 
 TaskKind = Literal["locate", "trace", "enumerate", "explain", "absent"]
 Package = Literal["jinja2", "yaml", "tqdm"]

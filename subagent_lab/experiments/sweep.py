@@ -30,14 +30,15 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from subagent_lab.agents.launcher import ModelFactory, SubagentLauncher, SubagentRequest
 from subagent_lab.bench.scoring import score_run
 from subagent_lab.bench.suite import BenchTask, load_suite, package_root
-from subagent_lab.launcher import ModelFactory, SubagentLauncher, SubagentRequest, default_model_factory
-from subagent_lab.models.base import Model
+from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile, load_config
+from subagent_lab.core.model import Model
+from subagent_lab.core.trace import Redactor
+from subagent_lab.core.types import ConfigError, ModelChoice
+from subagent_lab.local_models import factory as local_factory
 from subagent_lab.models.cache import CachingModel
-from subagent_lab.profiles import LabConfig, ModelConfig, RuntimeProfile, load_config
-from subagent_lab.trace import Redactor
-from subagent_lab.types import ConfigError, ModelChoice
 
 TOOLS = ("Read", "Grep", "Glob")
 OUTCOMES = ("executed", "repeated", "denied", "failed")
@@ -152,7 +153,7 @@ def execute_run(run: RunSpec, model_factory: ModelFactory | None = None) -> dict
     lab: LabConfig | None = None
     try:
         lab = load_config(run.config_path)
-        factory = model_factory or default_model_factory(lab)
+        factory = model_factory or local_factory.default_model_factory(lab)
         cached: list[CachingModel] = []
         if run.cache_dir:
             factory = _caching_factory(factory, lab, run.cache_dir, cached)
@@ -179,7 +180,7 @@ def execute_run(run: RunSpec, model_factory: ModelFactory | None = None) -> dict
         )
         return row
     except Exception as exc:  # recorded, not lost: the sweep goes on
-        redact = Redactor.for_config(lab) if lab else Redactor()  # every configured key, too
+        redact = lab.redactor() if lab else Redactor()  # every configured key, too
         return {
             **_base_row(run),
             "terminal_reason": "crashed",
@@ -361,7 +362,7 @@ def _check_variants(spec: SweepSpec, lab: LabConfig) -> None:
 def _start_embedded_server(lab: LabConfig, choices: set[ModelChoice]) -> None:
     """Start the local server once, up front, rather than racing to start it from workers."""
     if any(lab.resolve_model(choice)[1].base_url is None for choice in choices):
-        from subagent_lab.server import ensure_server
+        from subagent_lab.local_models.server import ensure_server
 
         # On failure each run reports it as a model_error with the URL and the log path.
         with contextlib.suppress(Exception):

@@ -1,5 +1,5 @@
 """Models: any object with ``complete(request) -> response``."""
 
-from subagent_lab.models.base import Model, ModelCallError
+from subagent_lab.core.model import Model, ModelCallError
 
 __all__ = ["Model", "ModelCallError"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from subagent_lab.types import ModelRequest
+from subagent_lab.core.types import ModelRequest
 
 PROTOCOL = """
 ## How to act

@@ -13,8 +13,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from subagent_lab.models.base import Model
-from subagent_lab.types import ModelRequest, ModelResponse
+from subagent_lab.core.model import Model
+from subagent_lab.core.types import ModelRequest, ModelResponse
 
 
 def request_key(namespace: str, request: ModelRequest) -> str:

@@ -18,12 +18,12 @@ import httpx
 import openai
 from pydantic import ValidationError
 
-from subagent_lab.context import estimate_messages, estimate_text
+from subagent_lab.core.context import estimate_messages, estimate_text
+from subagent_lab.core.model import ModelCallError
+from subagent_lab.core.tokens import TokenCount, estimate_count
+from subagent_lab.core.types import ModelRequest, ModelResponse, ToolCall, Usage
 from subagent_lab.models.actions import PROTOCOL, action_schema, decoding_schema, parse_action, render_action
 from subagent_lab.models.actions import tool_lines as _tool_lines
-from subagent_lab.models.base import ModelCallError
-from subagent_lab.models.tokens import TokenCount, estimate_count
-from subagent_lab.types import ModelRequest, ModelResponse, ToolCall, Usage
 
 _RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 

@@ -7,10 +7,10 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from subagent_lab.context import estimate_messages, estimate_text
-from subagent_lab.models.base import ModelCallError
-from subagent_lab.models.tokens import TokenCount
-from subagent_lab.types import ModelRequest, ModelResponse, ToolCall, Usage
+from subagent_lab.core.context import estimate_messages, estimate_text
+from subagent_lab.core.model import ModelCallError
+from subagent_lab.core.tokens import TokenCount
+from subagent_lab.core.types import ModelRequest, ModelResponse, ToolCall, Usage
 
 Turn = ModelResponse | ModelCallError | Callable[[ModelRequest], ModelResponse]
 

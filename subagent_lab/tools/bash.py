@@ -5,7 +5,7 @@ a command line into ``allow`` (a small list of read-only commands), ``deny`` (de
 networked, privileged or escaping commands, refused with the reason) and ``ask`` (everything
 else), and ``ask`` follows the agent's ask policy, which denies by default. It is syntactic and
 can be fooled (bash expands the line after it was checked), so it is not the boundary: the
-command runs in bubblewrap (``subagent_lab.tools.bwrap``), where only the workspace (the scratch
+command runs in bubblewrap (``subagent_lab.workspace.bwrap``), where only the workspace (the scratch
 copy) is writable, nothing else of the host's files but the system is visible, there is no
 network, and no process outlives the call. Where bubblewrap cannot run, Bash is disabled unless
 the profile opts into running it unsandboxed (``bash_sandbox: none``).
@@ -23,9 +23,9 @@ import subprocess
 import tempfile
 from typing import IO, Literal, Protocol
 
-from subagent_lab.sandbox import Workspace
-from subagent_lab.tools.base import ToolDeniedError, ToolError
-from subagent_lab.tools.bwrap import BashSandbox, run_bwrap
+from subagent_lab.core.tool import ToolDeniedError, ToolError
+from subagent_lab.workspace.bwrap import BashSandbox, run_bwrap
+from subagent_lab.workspace.sandbox import Workspace
 
 Verdict = Literal["allow", "ask", "deny"]
 

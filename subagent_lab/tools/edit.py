@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from subagent_lab.sandbox import Workspace
-from subagent_lab.tools.base import ToolError
+from subagent_lab.core.tool import ToolError
 from subagent_lab.tools.read import read
+from subagent_lab.workspace.sandbox import Workspace
 
 Stamp = tuple[int, int, int]
 

@@ -13,8 +13,8 @@ import re
 import time
 from dataclasses import dataclass
 
-from subagent_lab.sandbox import Workspace
-from subagent_lab.tools.base import MAX_OBSERVATION_CHARS, Observation, ObservationBuilder, Span, ToolError
+from subagent_lab.core.tool import MAX_OBSERVATION_CHARS, Observation, ObservationBuilder, Span, ToolError
+from subagent_lab.workspace.sandbox import Workspace
 
 MAX_RESULTS_CAP = 1000
 MAX_ENTRIES = 200_000

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from subagent_lab.sandbox import DEFAULT_IGNORED_DIRS, SECRET_DIRS, SECRET_NAME_GLOBS, Workspace
-from subagent_lab.tools.base import MAX_OBSERVATION_CHARS, Observation, ObservationBuilder, Span, ToolError
+from subagent_lab.core.tool import MAX_OBSERVATION_CHARS, Observation, ObservationBuilder, Span, ToolError
+from subagent_lab.workspace.sandbox import DEFAULT_IGNORED_DIRS, SECRET_DIRS, SECRET_NAME_GLOBS, Workspace
 
 TIMEOUT_S = 10.0
 """Wall-clock limit of one rg run."""

@@ -12,8 +12,8 @@ import stat
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from subagent_lab.sandbox import Workspace
-from subagent_lab.tools.base import MAX_OBSERVATION_CHARS, Observation, Span, ToolDeniedError, ToolError
+from subagent_lab.core.tool import MAX_OBSERVATION_CHARS, Observation, Span, ToolDeniedError, ToolError
+from subagent_lab.workspace.sandbox import Workspace
 
 MAX_LIMIT = 2000
 """Most lines one call may return."""

@@ -20,12 +20,12 @@ from pathlib import PurePosixPath
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from subagent_lab.sandbox import Workspace
-from subagent_lab.tools.base import Observation, ObservationBuilder, Span, ToolError
+from subagent_lab.core.tool import Observation, ObservationBuilder, Span, ToolError
 from subagent_lab.tools.glob import display_path, find_paths, path_span
 from subagent_lab.tools.read import MAX_LIMIT, OUTPUT_BUDGET, PastEndError, Window, read_window
 from subagent_lab.tools.simple_grep import quote as _quote
 from subagent_lab.tools.simple_grep import simple_grep
+from subagent_lab.workspace.sandbox import Workspace
 
 __all__ = ["ObservationLimits", "simple_glob", "simple_grep", "simple_read"]
 

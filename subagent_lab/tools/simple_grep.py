@@ -13,9 +13,9 @@ import re
 import time
 from collections import Counter
 
-from subagent_lab.sandbox import Workspace
-from subagent_lab.tools.base import Observation, ObservationBuilder, Span, ToolError
+from subagent_lab.core.tool import Observation, ObservationBuilder, Span, ToolError
 from subagent_lab.tools.grep import Hit, check_pattern, search, search_target
+from subagent_lab.workspace.sandbox import Workspace
 
 LINE_CHARS = 160
 """Characters shown of a matched line (a window around the match when the line is longer)."""

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from subagent_lab.contracts import EvidenceCheck, ground_evidence
-from subagent_lab.trace import (
+from subagent_lab.core.contracts import EvidenceCheck, ground_evidence
+from subagent_lab.core.trace import (
     BudgetDecision,
     Compacted,
     ContractChecked,

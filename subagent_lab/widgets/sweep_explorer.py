@@ -10,7 +10,7 @@ from typing import Any
 import ipywidgets as widgets
 import pandas as pd
 
-from subagent_lab.experiments.analysis import HEADLINE_COLUMNS
+from subagent_lab.analysis.summary import HEADLINE_COLUMNS
 from subagent_lab.widgets.run_inspector import RunInspector
 
 FILTER_COLUMNS = ("model_used", "profile", "variant", "terminal_reason", "task_id")

@@ -16,12 +16,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal
 
-from subagent_lab.launcher import ModelFactory
-from subagent_lab.models.base import Model
+from subagent_lab.agents.launcher import ModelFactory
+from subagent_lab.config.profiles import ModelConfig
+from subagent_lab.core.model import Model
+from subagent_lab.core.trace import Event, read_trace
+from subagent_lab.core.types import ModelChoice, ModelRequest, ModelResponse, ToolCall
 from subagent_lab.models.openai_chat import OpenAIChatModel
-from subagent_lab.profiles import ModelConfig
-from subagent_lab.trace import Event, read_trace
-from subagent_lab.types import ModelChoice, ModelRequest, ModelResponse, ToolCall
 
 GOOD = {
     "status": "completed",

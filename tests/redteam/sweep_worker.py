@@ -8,9 +8,9 @@ from __future__ import annotations
 import sys
 import time
 
+from subagent_lab.core.types import ModelRequest, ModelResponse
 from subagent_lab.experiments.sweep import SweepSpec, run_sweep
 from subagent_lab.models.scripted import ScriptedFactory, final, tool_call
-from subagent_lab.types import ModelRequest, ModelResponse
 
 TASK = "yaml-safe-load"
 SPEC = SweepSpec(name="kill", tasks=(TASK,), models=("light", "main"), repeats=4)

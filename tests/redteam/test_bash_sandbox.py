@@ -32,12 +32,12 @@ import pytest
 from conftest import REPO
 
 from redteam.support import tree_digest
-from subagent_lab.agent import MainAgent, MainRunResult
+from subagent_lab.agents.parent import MainAgent, MainRunResult
+from subagent_lab.config.profiles import LabConfig, ModelConfig
+from subagent_lab.core.trace import read_trace
+from subagent_lab.core.types import ModelResponse, ToolCall
 from subagent_lab.models.scripted import ScriptedModel, final
-from subagent_lab.profiles import LabConfig, ModelConfig
-from subagent_lab.tools.bwrap import BashSandbox
-from subagent_lab.trace import read_trace
-from subagent_lab.types import ModelResponse, ToolCall
+from subagent_lab.workspace.bwrap import BashSandbox
 
 
 def test_bubblewrap_is_available_here() -> None:

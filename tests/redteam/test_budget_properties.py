@@ -27,12 +27,12 @@ from hypothesis import HealthCheck, event, given, settings, target
 from hypothesis import strategies as st
 
 from redteam.support import GOOD
-from subagent_lab.launcher import SubagentLauncher, SubagentRequest, SubagentResult
-from subagent_lab.models.base import ModelCallError
+from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest, SubagentResult
+from subagent_lab.config.profiles import LabConfig, load_config
+from subagent_lab.core.model import ModelCallError
+from subagent_lab.core.trace import BudgetDecision, ModelCalled, ModelCallFailed, read_trace
+from subagent_lab.core.types import LIMIT_REASONS, ModelRequest, ModelResponse, ToolCall, Usage
 from subagent_lab.models.scripted import ScriptedModel, Turn, final
-from subagent_lab.profiles import LabConfig, load_config
-from subagent_lab.trace import BudgetDecision, ModelCalled, ModelCallFailed, read_trace
-from subagent_lab.types import LIMIT_REASONS, ModelRequest, ModelResponse, ToolCall, Usage
 
 SETTINGS = settings(
     max_examples=int(os.environ.get("REDTEAM_BUDGET_EXAMPLES", "200")),

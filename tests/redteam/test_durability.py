@@ -15,9 +15,9 @@ import yaml
 from conftest import REPO
 
 from redteam.sweep_worker import SPEC, factory
+from subagent_lab.analysis.metrics import child_metrics
+from subagent_lab.core.trace import RunEnded, read_trace
 from subagent_lab.experiments.sweep import load_results, run_sweep, sweep_dir
-from subagent_lab.metrics import child_metrics
-from subagent_lab.trace import RunEnded, read_trace
 
 HERE = Path(__file__).resolve().parent
 

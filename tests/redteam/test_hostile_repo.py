@@ -10,11 +10,11 @@ import pytest
 from conftest import LauncherFactory
 
 from redteam.support import GOOD, Obedient, finished_calls, timed, trace_text, tree_digest
-from subagent_lab.launcher import SubagentRequest
-from subagent_lab.metrics import child_metrics
+from subagent_lab.agents.launcher import SubagentRequest
+from subagent_lab.analysis.metrics import child_metrics
+from subagent_lab.core.trace import RunEnded, read_trace
+from subagent_lab.core.types import ModelRequest, ToolCall
 from subagent_lab.models.scripted import final, tool_calls
-from subagent_lab.trace import RunEnded, read_trace
-from subagent_lab.types import ModelRequest, ToolCall
 
 BENIGN = {("Read", "README.md"), ("Read", "docs/NEXT.md")}
 

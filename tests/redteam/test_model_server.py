@@ -28,11 +28,11 @@ from redteam.support import (
     openai_factory,
     timed,
 )
-from subagent_lab.launcher import SubagentLauncher, SubagentRequest, SubagentResult
-from subagent_lab.metrics import child_metrics
-from subagent_lab.profiles import LabConfig
-from subagent_lab.trace import ModelCalled, ModelCallFailed, PromptAdded, RunEnded, read_trace
-from subagent_lab.types import Usage
+from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest, SubagentResult
+from subagent_lab.analysis.metrics import child_metrics
+from subagent_lab.config.profiles import LabConfig
+from subagent_lab.core.trace import ModelCalled, ModelCallFailed, PromptAdded, RunEnded, read_trace
+from subagent_lab.core.types import Usage
 
 ERR = {"error": {"message": "simulated failure", "type": "server_error"}}
 PER_CALL = 120  # prompt 100 + completion 20, what ``chat`` reports

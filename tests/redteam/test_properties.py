@@ -13,15 +13,12 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from redteam.support import GOOD
-from subagent_lab.launcher import SubagentLauncher, SubagentRequest
-from subagent_lab.metrics import child_metrics
-from subagent_lab.models.base import ModelCallError
-from subagent_lab.models.scripted import ScriptedModel, Turn, final
-from subagent_lab.profiles import LabConfig, load_config
-from subagent_lab.sandbox import Workspace
-from subagent_lab.tools.base import MAX_OBSERVATION_CHARS
-from subagent_lab.tools.readonly import READONLY_TOOLS
-from subagent_lab.trace import (
+from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
+from subagent_lab.analysis.metrics import child_metrics
+from subagent_lab.config.profiles import LabConfig, load_config
+from subagent_lab.core.model import ModelCallError
+from subagent_lab.core.tool import MAX_OBSERVATION_CHARS
+from subagent_lab.core.trace import (
     ModelCalled,
     ModelCallFailed,
     ToolFinished,
@@ -29,7 +26,10 @@ from subagent_lab.trace import (
     TraceWriter,
     read_trace,
 )
-from subagent_lab.types import ModelResponse, ToolCall, ToolOutcome, Usage
+from subagent_lab.core.types import ModelResponse, ToolCall, ToolOutcome, Usage
+from subagent_lab.models.scripted import ScriptedModel, Turn, final
+from subagent_lab.tools.registry import READONLY_TOOLS
+from subagent_lab.workspace.sandbox import Workspace
 
 SETTINGS = settings(
     max_examples=int(os.environ.get("REDTEAM_EXAMPLES", "40")),

@@ -8,12 +8,12 @@ import pytest
 from conftest import LauncherFactory
 
 from redteam.support import GOOD, finished_calls, timed
-from subagent_lab.launcher import SubagentRequest
+from subagent_lab.agents.launcher import SubagentRequest
+from subagent_lab.core.tool import MAX_OBSERVATION_CHARS
+from subagent_lab.core.types import ModelResponse, ToolCall
 from subagent_lab.models.scripted import final
-from subagent_lab.sandbox import Workspace
-from subagent_lab.tools.base import MAX_OBSERVATION_CHARS
-from subagent_lab.tools.readonly import GLOB, GREP
-from subagent_lab.types import ModelResponse, ToolCall
+from subagent_lab.tools.registry import GLOB, GREP
+from subagent_lab.workspace.sandbox import Workspace
 
 BOUND_S = 12.0
 """Per call: Grep's rg limit is 10 s, Glob's walk limit 5 s (+ one entry)."""

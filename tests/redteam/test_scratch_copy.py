@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from redteam.support import tree_digest
-from subagent_lab.agent import MainAgent
+from subagent_lab.agents.parent import MainAgent
+from subagent_lab.config.profiles import LabConfig
 from subagent_lab.models.scripted import ScriptedModel, final, tool_call
-from subagent_lab.profiles import LabConfig
-from subagent_lab.scratch import make_scratch
-from subagent_lab.tools.bwrap import BashSandbox
+from subagent_lab.workspace.bwrap import BashSandbox
+from subagent_lab.workspace.scratch import make_scratch
 
 PEM = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBkg\n-----END EC PRIVATE KEY-----\n"
 

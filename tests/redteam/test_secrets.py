@@ -22,18 +22,18 @@ import yaml
 from conftest import REPO, LauncherFactory
 
 from redteam.support import GOOD, FakeOpenAI, Reply, act, ok
-from subagent_lab.contracts import ground_evidence
+from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
+from subagent_lab.config.profiles import LabConfig, ModelConfig
+from subagent_lab.core.contracts import ground_evidence
+from subagent_lab.core.tool import ToolDeniedError
+from subagent_lab.core.trace import Redactor, read_trace
+from subagent_lab.core.types import ModelResponse, ToolCall
 from subagent_lab.experiments.sweep import SweepSpec, run_sweep, sweep_dir
-from subagent_lab.launcher import SubagentLauncher, SubagentRequest
 from subagent_lab.models.scripted import final
-from subagent_lab.profiles import LabConfig, ModelConfig
-from subagent_lab.sandbox import Workspace
-from subagent_lab.tools.base import ToolDeniedError
 from subagent_lab.tools.glob import glob
 from subagent_lab.tools.grep import grep
 from subagent_lab.tools.read import read
-from subagent_lab.trace import Redactor, read_trace
-from subagent_lab.types import ModelResponse, ToolCall
+from subagent_lab.workspace.sandbox import Workspace
 
 
 def _hex() -> str:
@@ -300,13 +300,13 @@ def test_for_config_knows_every_configured_key(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.setenv("LAB_GATEWAY", value)  # a name no pattern knows
     model = ModelConfig(base_url="http://127.0.0.1:9/v1", model="m", api_key_env="LAB_GATEWAY")
     cfg = config.model_copy(update={"models": {"main": model, "light": None}})
-    assert value in Redactor()(f"k={value}") and value not in Redactor.for_config(cfg)(f"k={value}")
+    assert value in Redactor()(f"k={value}") and value not in cfg.redactor()(f"k={value}")
 
 
 def test_main_agent_results_and_traces_use_the_config_redactor(
     monkeypatch: pytest.MonkeyPatch, config: LabConfig, workspace: Path, tmp_path: Path
 ) -> None:
-    from subagent_lab.agent import MainAgent
+    from subagent_lab.agents.parent import MainAgent
     from subagent_lab.models.scripted import ScriptedModel
 
     value = f"shapeless{_hex()}"

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from redteam.support import GOOD, finished_calls
-from subagent_lab.launcher import SubagentLauncher, SubagentRequest
+from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
+from subagent_lab.config.profiles import LabConfig
+from subagent_lab.core.tool import MAX_OBSERVATION_CHARS
+from subagent_lab.core.types import ModelResponse, ToolCall
 from subagent_lab.models.scripted import ScriptedModel, final
-from subagent_lab.profiles import LabConfig
-from subagent_lab.tools.base import MAX_OBSERVATION_CHARS
-from subagent_lab.types import ModelResponse, ToolCall
 
 N_FILES = 100_000
 DEPTH = 300

@@ -1,0 +1,128 @@
+"""What a launch reads and writes around the loop: the child's first message, and a trace that
+records its write failures instead of raising them.
+
+Both exist so that ``SubagentLauncher.launch`` never raises for a runtime condition: odd values
+in the parent's structured context are rendered, not rejected, and a trace that cannot be written
+loses trace lines, never the run's result.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from subagent_lab.core.trace import Redactor, RunEnded, TraceWriter
+from subagent_lab.workspace.sandbox import Workspace
+
+MAX_CONTEXT_DEPTH = 12
+"""Deeper structured context is cut (a parent's hints are a few levels deep)."""
+
+
+def workspace_overview(workspace: Workspace, limit: int = 40) -> str:
+    """The workspace's top-level entries (ignored and secret ones left out), directories marked.
+
+    Small models otherwise guess paths like ``src/app/main.py``; one line of layout grounds them.
+    Raises OSError when the workspace root is gone or unreadable.
+    """
+    entries = []
+    for path in sorted(workspace.root.iterdir(), key=lambda p: p.name):
+        is_dir = path.is_dir() and not path.is_symlink()
+        if workspace.is_secret(path.name) or workspace.is_ignored(path.name, is_dir=is_dir):
+            continue
+        entries.append(path.name + ("/" if is_dir else ""))
+    more = f" ... ({len(entries) - limit} more)" if len(entries) > limit else ""
+    return "Workspace top level: " + (", ".join(entries[:limit]) or "(empty)") + more
+
+
+def render_task(task: str, context: dict[Any, Any] | None, overview: str | None = None) -> str:
+    """The child's first user message: the task, the parent's structured context, the layout."""
+    parts = [task.strip()]
+    if context:
+        rendered = json.dumps(plain_json(context), indent=2, sort_keys=True, ensure_ascii=False)
+        parts.append(f"Context from the parent agent (JSON):\n{rendered}")
+    if overview:
+        parts.append(overview)
+    return "\n\n".join(parts)
+
+
+def plain_json(value: Any, _depth: int = 0, _open: frozenset[int] = frozenset()) -> Any:
+    """``value`` as plain JSON data, whatever it holds.
+
+    Keys become strings (``1`` and ``"1"`` both kept, the second marked), non-finite floats and
+    unknown objects their text, sets sorted lists, cycles ``"<cycle>"``, lone surrogates
+    replacement characters; nothing here raises.
+    """
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if id(value) in _open:
+        return "<cycle>"
+    if _depth >= MAX_CONTEXT_DEPTH:
+        return "<cut: nested too deeply>"
+    inner = _open | {id(value)}
+    if isinstance(value, BaseModel):
+        try:
+            dumped: Any = value.model_dump(mode="json")
+        except Exception:  # a model holding what pydantic cannot serialise
+            dumped = _text(value)
+        return plain_json(dumped, _depth, inner)
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            name = plain_json(key, _depth + 1, inner) if isinstance(key, str) else _text(key)
+            while name in out:
+                name += " (again)"
+            out[name] = plain_json(item, _depth + 1, inner)
+        return out
+    if isinstance(value, list | tuple):
+        return [plain_json(item, _depth + 1, inner) for item in value]
+    if isinstance(value, set | frozenset):
+        items = [plain_json(item, _depth + 1, inner) for item in value]
+        return sorted(items, key=lambda item: json.dumps(item, sort_keys=True))
+    return plain_json(_text(value), _depth, inner)
+
+
+def _text(value: Any) -> str:
+    try:
+        return str(value)
+    except Exception:  # a __str__ that raises: the type name still says what it was
+        return f"<unprintable {type(value).__name__}>"
+
+
+class GuardedTrace(TraceWriter):
+    """A ``TraceWriter`` whose write failures are recorded in ``error``, never raised.
+
+    After the first failure nothing more is written (a trace with a hole in it would mislead);
+    ``ended`` says whether a ``RunEnded`` made it out, so a fallback never writes a second one.
+    Opening it still raises OSError: the caller decides whether to run without a trace.
+    """
+
+    def __init__(self, path: Path, run_id: str, *, redactor: Redactor | None = None) -> None:
+        super().__init__(path, run_id, redactor=redactor)
+        self.error: str | None = None
+        self.ended = False
+
+    def emit(self, event: Any) -> None:
+        if self.error is not None:
+            return
+        try:
+            super().emit(event)
+        except (OSError, ValueError) as exc:  # ValueError: the file was closed under us
+            self.error = f"writing {self.path} failed: {type(exc).__name__}: {exc}"
+        else:
+            self.ended = self.ended or isinstance(event, RunEnded)
+
+    def close(self) -> None:
+        try:
+            super().close()
+        except OSError as exc:  # the final flush can fail too (a full disk)
+            self.error = self.error or f"closing {self.path} failed: {type(exc).__name__}: {exc}"

@@ -1,0 +1,162 @@
+"""What a main-agent run returns: the loop outcome summed over segments, children, costs, verdicts."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from subagent_lab.agents.launcher import SubagentResult
+from subagent_lab.core.loop import LoopOutcome
+from subagent_lab.core.types import Usage
+
+Verdict = Literal["PASS", "FAIL", "PARTIAL", "UNVERIFIED"]
+ACCEPTED_VERDICTS = frozenset({"PASS"})
+"""Verification verdicts that let a final answer stand (UNVERIFIED only with ``accept_unverified``)."""
+
+
+def gate_passes(verdict: Verdict, *, accept_unverified: bool = False) -> bool:
+    """Whether the completion gate accepts ``verdict``: PASS, or UNVERIFIED when the profile allows."""
+    return verdict in ACCEPTED_VERDICTS or (accept_unverified and verdict == "UNVERIFIED")
+
+
+class ChildRecord(BaseModel):
+    """One child of a main-agent run, for the usage roll-up."""
+
+    run_id: str
+    profile: str
+    via: Literal["task", "verification"]
+    status: str
+    terminal_reason: str
+    model_used: str
+    model_id: str
+    usage: Usage
+    cost_usd: float
+    result: dict[str, Any] | None = None
+    trace_path: str
+
+
+class VerificationRecord(BaseModel):
+    """One verdict of the completion gate."""
+
+    attempt: int
+    verdict: Verdict
+    reasons: list[str] = Field(default_factory=list)
+    child_run_id: str
+    child_status: str
+    child_terminal_reason: str | None = None
+    """How the verification child ended; only ``completed`` makes its verdict count."""
+    child_verdict: str | None = None
+    """What the child said, even when it did not count (then ``verdict`` is UNVERIFIED)."""
+
+
+class MainRunResult(LoopOutcome):
+    """A main-agent run: the loop outcome (summed over segments) plus children, costs and places.
+
+    ``usage`` is the parent's own; ``children_usage`` the children's; ``total_usage`` the sum.
+    """
+
+    run_id: str
+    session_id: str
+    profile: str = "main"
+    task: str
+    answer: str | None = None
+    model_used: str
+    model_id: str
+    fallback: bool = False
+    cost_usd: float = 0.0
+    children: list[ChildRecord] = Field(default_factory=list)
+    children_usage: Usage = Field(default_factory=Usage)
+    total_usage: Usage = Field(default_factory=Usage)
+    usage_by_model: dict[str, Usage] = Field(default_factory=dict)
+    cost_by_model: dict[str, float] = Field(default_factory=dict)
+    total_cost_usd: float = 0.0
+    segments: int = 1
+    """Loop runs: 1, plus one per verification retry."""
+    verifications: list[VerificationRecord] = Field(default_factory=list)
+    verdict: str | None = None
+    """The last verification verdict; None when the gate is off or never ran."""
+    target: str
+    workspace: str
+    scratch_path: str | None = None
+    changed_files: list[str] = Field(default_factory=list)
+    """Workspace files that differ from the target (scratch runs only)."""
+    scratch_notes: list[str] = Field(default_factory=list)
+    """What the scratch copy left out or rewrote, and why (FIFOs, secrets, links leading out)."""
+    bash_sandbox: str = ""
+    """How Bash ran: ``bwrap``, ``disabled: <why>`` or ``none: unsandboxed (...)``."""
+    trace_path: str
+
+
+def merge_outcomes(outcomes: list[LoopOutcome]) -> dict[str, Any]:
+    """Sum what several loop segments used; the last segment decides how the run ended."""
+    usage = Usage()
+    tools: dict[str, dict[str, int]] = {}
+    for outcome in outcomes:
+        usage += outcome.usage
+        for name, counts in outcome.tool_usage.items():
+            merged = tools.setdefault(name, {})
+            for key, count in counts.items():
+                merged[key] = merged.get(key, 0) + count
+    last = outcomes[-1]
+    return dict(
+        terminal_reason=last.terminal_reason,
+        status=last.status,
+        detail=last.detail,
+        contract=last.contract,
+        usage=usage,
+        usage_by_call=[u for o in outcomes for u in o.usage_by_call],
+        tool_usage=tools,
+        steps=sum(o.steps for o in outcomes),
+        model_calls=sum(o.model_calls for o in outcomes),
+        repairs_used=sum(o.repairs_used for o in outcomes),
+        grace_used=any(o.grace_used for o in outcomes),
+        model_time_s=sum(o.model_time_s for o in outcomes),
+    )
+
+
+def child_record(result: SubagentResult, via: Literal["task", "verification"]) -> ChildRecord:
+    """The roll-up entry of one child."""
+    return ChildRecord(
+        run_id=result.run_id,
+        profile=result.profile,
+        via=via,
+        status=result.status,
+        terminal_reason=result.terminal_reason,
+        model_used=result.model_used,
+        model_id=result.model_id,
+        usage=result.usage,
+        cost_usd=result.cost_usd,
+        result=result.contract,
+        trace_path=result.trace_path,
+    )
+
+
+def ended_fields(result: MainRunResult) -> dict[str, Any]:
+    """The fields of the run's single ``RunEnded`` event."""
+    return result.model_dump(
+        include={
+            "terminal_reason", "status", "detail", "contract", "usage", "steps", "model_calls",
+            "repairs_used", "grace_used", "elapsed_s", "model_time_s", "grounded_ratio",
+        }
+    )  # fmt: skip
+
+
+def roll_up(
+    parent_model: str, parent_usage: Usage, parent_cost: float, children: list[ChildRecord]
+) -> dict[str, Any]:
+    """Usage and cost of the parent, of the children, their sums, and both per model used."""
+    usage_by_model: dict[str, Usage] = {parent_model: parent_usage}
+    cost_by_model: dict[str, float] = {parent_model: parent_cost}
+    for child in children:
+        usage_by_model[child.model_used] = usage_by_model.get(child.model_used, Usage()) + child.usage
+        cost_by_model[child.model_used] = cost_by_model.get(child.model_used, 0.0) + child.cost_usd
+    children_usage = sum((c.usage for c in children), Usage())
+    return dict(
+        cost_usd=parent_cost,
+        children_usage=children_usage,
+        total_usage=parent_usage + children_usage,
+        usage_by_model=usage_by_model,
+        cost_by_model=cost_by_model,
+        total_cost_usd=parent_cost + sum(c.cost_usd for c in children),
+    )

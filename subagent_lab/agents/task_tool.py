@@ -1,0 +1,155 @@
+"""The Task tool: how a parent delegates to a read-only child and what it gets back."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest, SubagentResult
+from subagent_lab.core.tool import Tool, ToolError
+from subagent_lab.core.types import ConfigError, RunStatus
+
+MIN_CHILD_TOKENS = 2000
+"""A child granted fewer tokens than this could not fit its first call; delegation is refused."""
+
+
+class TaskEnvelope(BaseModel):
+    """What the parent gets back from one Task call."""
+
+    status: RunStatus
+    profile: str
+    terminal_reason: str
+    result: dict[str, Any] | None
+    text: str
+    """The child's summary: the only part the parent's model reads, besides ``stats``."""
+    stats: dict[str, Any] = Field(default_factory=dict)
+    child_run_id: str
+    child_trace: str
+
+    @classmethod
+    def from_result(cls, result: SubagentResult) -> TaskEnvelope:
+        executed = sum(c.get("executed", 0) for c in result.tool_usage.values())
+        return cls(
+            status=result.status,
+            profile=result.profile,
+            terminal_reason=result.terminal_reason,
+            result=result.contract,
+            text=result.summary,
+            stats={
+                "tool_calls": executed,
+                "tokens": result.usage.total_tokens,
+                "model": result.model_used,
+                "model_id": result.model_id,
+                "fallback": result.fallback,
+                "cost_usd": round(result.cost_usd, 6),
+            },
+            child_run_id=result.run_id,
+            child_trace=result.trace_path,
+        )
+
+    def observation(self) -> str:
+        """The compact observation text the parent's model sees."""
+        lines = [f"[{self.profile} sub-agent: {self.status}, {self.terminal_reason}] {self.text}"]
+        if self.result:
+            for key in ("findings", "steps", "evidence", "unresolved_questions", "reasons"):
+                items = self.result.get(key)
+                if items:
+                    lines.append(f"{key}: " + json.dumps(items[:12], ensure_ascii=False))
+        lines.append(f"stats: {json.dumps(self.stats)}")
+        return "\n".join(lines)
+
+
+@dataclass
+class TaskContext:
+    """What the Task tool runs against: a launcher bound to the parent, plus limits across calls."""
+
+    launcher: SubagentLauncher
+    children_token_cap: int | None = None
+    """Total tokens all children of this parent may spend together, on top of each child's budget."""
+    cancel: threading.Event | None = None
+    """The parent's cancellation: running children stop with it."""
+    envelopes: list[TaskEnvelope] = field(default_factory=list)
+    results: list[SubagentResult] = field(default_factory=list)
+    reserved: int = 0
+    """Tokens of the cap promised to children still running (parallel Task calls share the cap)."""
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def children_tokens(self) -> int:
+        return sum(r.usage.total_tokens for r in self.results)
+
+    def _reserve(self, wanted: int) -> int | None:
+        """Reserve up to ``wanted`` tokens of the cap; None = no cap. ToolError when too little is left."""
+        if self.children_token_cap is None:
+            return None
+        with self._lock:
+            spent = self.children_tokens
+            free = self.children_token_cap - spent - self.reserved
+            if free < MIN_CHILD_TOKENS:
+                running = f", {self.reserved} reserved by sub-agents still running" if self.reserved else ""
+                raise ToolError(
+                    f"the children's token cap ({self.children_token_cap}) is spent ({spent} used{running}); "
+                    "no further sub-agents can be started: answer with what you have"
+                )
+            share = min(wanted, free)
+            self.reserved += share
+            return share
+
+    def _settle(self, share: int | None, result: SubagentResult | None) -> None:
+        with self._lock:
+            self.reserved -= share or 0
+            if result is not None:
+                self.results.append(result)
+                self.envelopes.append(TaskEnvelope.from_result(result))
+
+
+def task(
+    ctx: TaskContext,
+    description: str,
+    prompt: str,
+    subagent_type: str = "explore",
+    model: Literal["light", "main"] | None = None,
+    context: dict[str, Any] | None = None,
+) -> str:
+    """Delegate a self-contained, read-only job to a sub-agent and get its summary back.
+
+    Args:
+        description: A short (3-10 words) summary of the delegated job.
+        prompt: Complete, self-contained instructions; the sub-agent sees nothing else of you.
+        subagent_type: The profile to run (e.g. explore, verification, plan).
+        model: light or main; defaults to the profile's choice.
+        context: Optional structured context (earlier findings, file hints) passed to the sub-agent.
+    """
+    if not description.strip():
+        raise ToolError("description must be a non-empty short summary")
+    if not prompt.strip():
+        raise ToolError("prompt must hold the complete instructions for the sub-agent")
+    known = sorted(ctx.launcher.config.profiles)
+    if subagent_type not in known:
+        raise ToolError(f"subagent_type must be one of {known}, got {subagent_type!r}")
+    profile = ctx.launcher.config.profile(subagent_type)
+    request = SubagentRequest(
+        task=f"{description.strip()}\n\n{prompt.strip()}", profile=subagent_type, model=model, context=context
+    )
+    share = ctx._reserve(profile.total_token_budget)
+    if share is not None and share < profile.total_token_budget:
+        # The cap across children tightens this child's own budget; it never loosens it.
+        request.overrides = {
+            "total_token_budget": share,
+            "context_token_budget": min(profile.context_token_budget, share),
+        }
+    result = None
+    try:
+        result = ctx.launcher.launch(request, cancel=ctx.cancel)
+    except ConfigError as exc:
+        raise ToolError(str(exc)) from None
+    finally:
+        ctx._settle(share, result)
+    return TaskEnvelope.from_result(result).observation()
+
+
+TASK_TOOL = Tool("Task", task, kind="delegate")

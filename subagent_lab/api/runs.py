@@ -1,0 +1,374 @@
+"""The public API behind ``import subagent_lab as sl``: run children and parents, sweep, re-run.
+
+Every function loads what it needs when called: ``sl.explore`` imports no pandas, and the
+embedded llama.cpp server starts only when a run actually calls an embedded model. The table,
+widget and report functions live in ``subagent_lab.api.views``, ``rerun`` in
+``subagent_lab.api.rerun``.
+
+``model=`` takes the same three forms everywhere:
+
+- a model choice, ``"light"`` or ``"main"``: the model ``profiles.yaml`` configures for it (the
+  embedded server, started on first use, or any OpenAI-compatible endpoint);
+- a model object, anything with ``complete(request) -> response`` (``sl.ScriptedModel`` for
+  tests and demos), used for every call of the run;
+- a factory ``(choice, model_config) -> model``, called once per model choice a run uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from subagent_lab.agents.launcher import ModelFactory, SubagentLauncher, SubagentRequest, SubagentResult
+from subagent_lab.config.agent_profile import AgentProfile
+from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile, load_config
+from subagent_lab.core.model import Model
+from subagent_lab.core.types import ConfigError, ModelChoice
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from subagent_lab.agents.result import MainRunResult
+    from subagent_lab.bench.suite import BenchTask
+
+__all__ = ["explore", "run", "run_parent", "sweep"]
+
+ModelArg = str | Model | Callable[[ModelChoice, ModelConfig], Model] | None
+"""A model choice, a model object, or a model factory (see the module docstring)."""
+ConfigArg = LabConfig | str | Path | None
+"""A loaded configuration, the path of a ``profiles.yaml``, or None for the default one."""
+CHOICES: tuple[ModelChoice, ...] = ("light", "main")
+
+
+def as_config(config: ConfigArg) -> LabConfig:
+    """The configuration ``config`` names (a loaded one, a file, or the default file)."""
+    return config if isinstance(config, LabConfig) else load_config(config)
+
+
+def runs_root(lab: LabConfig, runs_dir: str | Path | None) -> Path:
+    """Where results go: ``runs_dir``, else the configuration's ``trace_dir``."""
+    return Path(runs_dir).resolve() if runs_dir is not None else lab.trace_root()
+
+
+def cache_dir(runs: Path) -> Path:
+    """The model-call cache under a runs directory: the one sweeps use, so runs share their calls."""
+    return runs / "sweeps" / "model-cache"
+
+
+def as_choice(value: str) -> ModelChoice:
+    """``value`` as a model choice (ValueError for anything but ``light`` and ``main``)."""
+    if value not in CHOICES:
+        raise ValueError(f"model must be 'light' or 'main', a model object or a factory; got {value!r}")
+    return "light" if value == "light" else "main"
+
+
+def factory_for(
+    model: ModelArg, lab: LabConfig, cache: bool | str | Path, runs: Path
+) -> tuple[ModelFactory, ModelChoice | None]:
+    """The factory a launcher gets for ``model`` (wrapped in the call cache when asked), and the
+    model choice the request names (None: the profile's own)."""
+    from subagent_lab.local_models.factory import default_model_factory
+
+    choice: ModelChoice | None = None
+    custom = ""
+    if model is None or isinstance(model, str):
+        choice = None if model is None else as_choice(model)
+        factory: ModelFactory = default_model_factory(lab)
+    elif isinstance(model, Model):
+        instance = model
+        factory, custom = (lambda c, cfg: instance), type(model).__qualname__
+    elif callable(model):
+        factory, custom = model, getattr(model, "__qualname__", type(model).__qualname__)
+    else:
+        raise TypeError(f"model must be 'light'/'main', a model object or a factory, not {type(model)}")
+    if cache is False:
+        return factory, choice
+    from subagent_lab.models.cache import CachingModel
+
+    where = cache_dir(runs) if cache is True else Path(cache)
+    inner = factory
+
+    def cached(c: ModelChoice, cfg: ModelConfig) -> Model:
+        # The sweeps' key for configured models; a custom model's answers get a namespace of
+        # their own, so they are never replayed as the configured model's.
+        namespace = f"{lab.endpoint_url(cfg)}|{cfg.model}" + (f"|custom:{custom}" if custom else "")
+        return CachingModel(inner(c, cfg), where, namespace)
+
+    return cached, choice
+
+
+def run(
+    profile: str,
+    task: str | BenchTask,
+    workspace: str | Path | None = None,
+    model: ModelArg = None,
+    *,
+    context: Mapping[str, Any] | None = None,
+    cache: bool | str | Path = False,
+    config: ConfigArg = None,
+    runs_dir: str | Path | None = None,
+    seed: int | None = None,
+    temperature: float | None = None,
+    **overrides: Any,
+) -> SubagentResult:
+    """Run one read-only child of profile ``profile`` to its end and return its result.
+
+    Never raises for what goes wrong at run time (a dead server, a budget, a broken contract):
+    those come back as a result with the true ``terminal_reason``, the usage so far and any
+    partial findings. Raises ``ConfigError`` for an unknown profile or a bad override.
+
+    Args:
+        profile: A profile of ``profiles.yaml`` (``explore``, ``plan``, ``verification``, ...).
+        task: What the child should find out; or a benchmark task (``sl.bench_task(id)``), whose
+            prompt is the task and whose package directory is the default workspace.
+        workspace: The directory the child may read (default: the current directory, or the
+            benchmark task's package).
+        model: ``"light"``/``"main"``, a model object or a factory (module docstring); None
+            takes the profile's model.
+        context: Structured context for the child (earlier findings, file hints), rendered into
+            its first message as JSON.
+        cache: Replay identical model calls: True uses ``<runs_dir>/sweeps/model-cache`` (shared
+            with sweeps), a path uses that directory; hits are flagged in the trace.
+        config: A ``LabConfig``, a ``profiles.yaml`` path, or None for the default file.
+        runs_dir: Where the trace goes (``<runs_dir>/<session>/``); default: the config's
+            ``trace_dir`` (the repository's ``runs/``).
+        seed: The sampling seed sent with every call (None: the model's).
+        temperature: The sampling temperature (None: the model's; the shipped models use 0).
+        **overrides: Profile fields for this run, validated like the YAML, e.g.
+            ``max_steps=6, total_token_budget=16000``.
+    """
+    lab = as_config(config)
+    runs = runs_root(lab, runs_dir)
+    factory, choice = factory_for(model, lab, cache, runs)
+    text, root = _task_and_workspace(task, workspace)
+    launcher = SubagentLauncher(lab, root, model_factory=factory, trace_dir=runs)
+    request = SubagentRequest(
+        task=text,
+        profile=profile,
+        context=dict(context) if context is not None else None,
+        model=choice,
+        overrides=overrides,
+        seed=seed,
+        temperature=temperature,
+    )
+    return launcher.launch(request)
+
+
+def explore(
+    task: str | BenchTask,
+    workspace: str | Path | None = None,
+    model: ModelArg = "light",
+    *,
+    profile: str = "explore",
+    context: Mapping[str, Any] | None = None,
+    cache: bool | str | Path = False,
+    config: ConfigArg = None,
+    runs_dir: str | Path | None = None,
+    seed: int | None = None,
+    temperature: float | None = None,
+    **overrides: Any,
+) -> SubagentResult:
+    """Ask an explore sub-agent a question about a code base; returns its ``SubagentResult``.
+
+    The child searches ``workspace`` with read-only tools (Read, Grep, Glob) and must answer
+    with one ``ExploreResult`` JSON object (``result.contract``: status, summary, findings,
+    ``path:line`` evidence, unresolved questions). ``result.terminal_reason`` says how it
+    ended, ``result.usage`` what it spent, ``result.trace_path`` where every step is recorded
+    (open it with ``sl.inspect(result)``).
+
+    Args:
+        task: The question; or a benchmark task (``sl.bench_task(id)``), whose prompt is the
+            question and whose package directory is the default workspace.
+        workspace: The directory the child may read (default: the current directory, or the
+            benchmark task's package).
+        model: ``"light"`` (default) or ``"main"``, a model object (e.g. ``sl.ScriptedModel``)
+            or a factory ``(choice, model_config) -> model``.
+        profile: The child profile (default ``explore``).
+        context: Structured context (earlier findings, file hints), rendered as JSON.
+        cache: Replay identical model calls: True uses ``<runs_dir>/sweeps/model-cache`` (shared
+            with sweeps), a path uses that directory.
+        config: A ``LabConfig``, a ``profiles.yaml`` path, or None for the default file.
+        runs_dir: Where the trace goes; default: the config's ``trace_dir`` (``runs/``).
+        seed: The sampling seed sent with every call (None: the model's).
+        temperature: The sampling temperature (None: the model's).
+        **overrides: Profile fields for this run, e.g. ``max_steps=6, total_token_budget=16000``.
+    """
+    return run(
+        profile,
+        task,
+        workspace,
+        model,
+        context=context,
+        cache=cache,
+        config=config,
+        runs_dir=runs_dir,
+        seed=seed,
+        temperature=temperature,
+        **overrides,
+    )
+
+
+def run_parent(
+    task: str | BenchTask,
+    target: str | Path | None = None,
+    model: ModelArg = None,
+    *,
+    profile: str = "main",
+    child_overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    scratch: bool = True,
+    verify: bool | None = None,
+    cache: bool | str | Path = False,
+    config: ConfigArg = None,
+    runs_dir: str | Path | None = None,
+    **overrides: Any,
+) -> MainRunResult:
+    """Run a main (parent) agent on ``task``; it may delegate to sub-agents through ``Task``.
+
+    Returns a ``MainRunResult``: the answer, the parent's own usage, its children (each with
+    its own trace) and the totals (``total_usage``, ``total_cost_usd``).
+
+    Args:
+        task: The request for the parent; or a benchmark task (its prompt, and its package as the
+            default target).
+        target: The repository the parent works on (default: the current directory, or the
+            benchmark task's package). With ``scratch`` it works on a temporary copy.
+        model: The parent's model: ``"light"``/``"main"`` (None: the agent profile's), or a model
+            object or factory, which then serves its children too.
+        profile: The ``agents:`` entry of ``profiles.yaml`` (default ``main``).
+        child_overrides: Profile fields per child profile, e.g.
+            ``{"explore": {"max_steps": 4}}`` for the children ``Task`` launches.
+        scratch: Work on a temporary copy of ``target`` (default), so it is never modified.
+        verify: Check the final answer with the verification profile (None: the profile's).
+        cache: Replay identical model calls (as in ``sl.explore``).
+        config: A ``LabConfig``, a ``profiles.yaml`` path, or None for the default file.
+        runs_dir: Where the traces go; default: the config's ``trace_dir``.
+        **overrides: Agent profile fields, e.g. ``max_steps=4, tools=["Read", "Grep", "Task"]``.
+    """
+    from subagent_lab.agents.parent import MainAgent
+
+    lab = as_config(config)
+    runs = runs_root(lab, runs_dir)
+    factory, choice = factory_for(model, lab, cache, runs)
+    if choice is not None:
+        overrides = {**overrides, "model": choice}
+    base = lab.agents.get(profile) or (AgentProfile() if profile == "main" else None)
+    if base is None:
+        raise ConfigError(f"unknown agent profile {profile!r}; known: {sorted(lab.agents)}")
+    agents = {**lab.agents, profile: _validated(AgentProfile, base, overrides, f"agents.{profile}")}
+    profiles = dict(lab.profiles)
+    for name, fields in (child_overrides or {}).items():
+        profiles[name] = _validated(RuntimeProfile, lab.profile(name), fields, f"profiles.{name}")
+    lab = lab.model_copy(update={"agents": agents, "profiles": profiles, "trace_dir": str(runs)})
+    text, root = _task_and_workspace(task, target)
+    agent = MainAgent(lab, root, model_factory=factory, scratch=scratch, verify=verify, profile=profile)
+    return agent.run(text)
+
+
+def sweep(
+    tasks: str | Sequence[str] = ("smoke",),
+    models: str | Sequence[str] = ("light", "main"),
+    variants: Mapping[str, Mapping[str, Any]] | None = None,
+    repeats: int = 1,
+    *,
+    profile: str = "explore",
+    temperature: float | None = None,
+    seed: int = 0,
+    workers: int = 1,
+    cache: bool | None = None,
+    name: str = "sweep",
+    model: ModelArg = None,
+    config: str | Path | None = None,
+    runs_dir: str | Path | None = None,
+    progress: bool = True,
+    **overrides: Any,
+) -> pd.DataFrame:
+    """Run (or resume) a grid of benchmark tasks x models x variants x repeats; one row per run.
+
+    Rows are saved as runs finish (``results.jsonl`` in the sweep's directory, named by
+    ``name`` and a hash of the grid, given as ``df.attrs["sweep_dir"]``); running the same grid
+    again reads the finished runs instead of redoing them. Each row scores the run against the
+    task's gold evidence (``quality``, ``gold_recall_line``, ...).
+
+    Args:
+        tasks: Suite task ids, or ``"smoke"``, ``"all"`` or a task kind (``"locate"``, ...).
+        models: Model choices to compare, e.g. ``["light", "main"]``.
+        variants: Labelled profile overrides, e.g. ``{"small": {"max_steps": 2}, "large": {}}``;
+            None: one variant (``default``, or ``custom`` when ``overrides`` are given).
+        repeats: Runs per cell; repeat ``i`` is sent seed ``seed + i``.
+        profile: The child profile every run uses.
+        temperature: Sampling temperature of every run (None: each model's; above 0, repeats
+            sample).
+        seed: The base seed.
+        workers: Runs in parallel (the embedded server serves a few at a time).
+        cache: Replay identical model calls from ``<runs_dir>/sweeps/model-cache``; None (the
+            default) means on for the configured models and off for a custom ``model``.
+        name: The sweep's name (its directory's prefix).
+        model: None (the configured models), a model object or a factory (tests, demos).
+        config: A ``profiles.yaml`` path, or None for the default file. Workers reload it from
+            the file, so an edited ``LabConfig`` cannot be passed: use ``variants`` instead.
+        runs_dir: The sweeps go under ``<runs_dir>/sweeps/``; default: the config's
+            ``trace_dir``.
+        progress: Show a progress bar.
+        **overrides: Profile fields applied to every variant (a variant's own take precedence).
+    """
+    from subagent_lab.experiments.sweep import SweepSpec, Variant, run_sweep, sweep_dir
+
+    if isinstance(config, LabConfig):
+        raise TypeError("sweep(config=) takes a profiles.yaml path: workers reload the configuration")
+    lab = load_config(config)
+    out = runs_root(lab, runs_dir) / "sweeps"
+    factory: ModelFactory | None = None
+    if model is not None:
+        if isinstance(model, str):
+            raise TypeError("sweep(model=) takes a model object or factory; choose models with models=")
+        if cache:
+            raise ValueError(
+                "the call cache is keyed by endpoint and model id: a custom model's answers would be "
+                "replayed as the configured model's; pass cache=False"
+            )
+        factory = factory_for(model, lab, False, out)[0]
+    table = variants if variants is not None else {"custom" if overrides else "default": {}}
+    spec = SweepSpec(
+        name=name,
+        tasks=(tasks,) if isinstance(tasks, str) else tuple(tasks),
+        models=tuple(as_choice(m) for m in ([models] if isinstance(models, str) else models)),
+        profile=profile,
+        variants=tuple(Variant(label=k, overrides={**overrides, **v}) for k, v in table.items()),
+        repeats=repeats,
+        seed=seed,
+        temperature=temperature,
+    )
+    df = run_sweep(
+        spec,
+        config_path=lab.source,
+        out_dir=out,
+        max_workers=workers,
+        model_factory=factory,
+        cache=factory is None if cache is None else cache,
+        progress=progress,
+    )
+    df.attrs["sweep_dir"] = str(sweep_dir(spec, out, lab))
+    return df
+
+
+def _task_and_workspace(task: str | BenchTask, workspace: str | Path | None) -> tuple[str, Path]:
+    """The task text and the workspace: a benchmark task brings its prompt and its package."""
+    if isinstance(task, str):
+        return task, Path(workspace if workspace is not None else ".")
+    from subagent_lab.bench.suite import package_root
+
+    return task.prompt, Path(workspace) if workspace is not None else package_root(task.package)
+
+
+def _validated(kind: type[Any], base: Any, fields: Mapping[str, Any], where: str) -> Any:
+    """``base`` with ``fields`` applied, validated like the YAML (ConfigError names the field)."""
+    if not fields:
+        return base
+    try:
+        return kind.model_validate({**base.model_dump(), **fields})
+    except ValidationError as exc:
+        problems = "; ".join(f"{where}.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"overrides: {problems}") from None

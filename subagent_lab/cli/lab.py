@@ -1,0 +1,197 @@
+"""CLI commands for experiments: ``run``, ``rerun``, ``sweep``, ``report``, ``check``, ``schema``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+if TYPE_CHECKING:
+    from subagent_lab.agents.launcher import SubagentResult
+
+
+def _parse_sets(items: list[str]) -> dict[str, Any]:
+    """``--set max_steps=6`` pairs into profile overrides (values parsed as YAML scalars)."""
+    overrides: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--set expects key=value, got {item!r}")
+        overrides[key.strip()] = yaml.safe_load(value)
+    return overrides
+
+
+def args_run(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("task", help="what the sub-agent should find out")
+    parser.add_argument("--workspace", default=".", help="the directory the child may read (default: .)")
+    parser.add_argument("--profile", default="explore")
+    parser.add_argument("--model", choices=["light", "main"], default=None)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="profile override")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run one child and print its result, usage and trace path."""
+    from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
+    from subagent_lab.config.profiles import load_config
+
+    config = load_config(args.config)
+    launcher = SubagentLauncher(config, Path(args.workspace))
+    request = SubagentRequest(
+        task=args.task, profile=args.profile, model=args.model, overrides=_parse_sets(args.set)
+    )
+    return _print_result(launcher.launch(request))
+
+
+def args_rerun(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("trace", help="the trace (.jsonl) of the child run to run again")
+    parser.add_argument("--model", choices=["light", "main"], default="main", help="default: main")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="profile override")
+    parser.add_argument("--runs-dir", default=None, help="where the new trace goes (default: trace_dir)")
+
+
+def cmd_rerun(args: argparse.Namespace) -> int:
+    """Run a recorded child again from its recorded start (prompt, task, context, workspace)."""
+    from subagent_lab.api.rerun import rerun
+
+    overrides = _parse_sets(args.set)
+    try:
+        result = rerun(args.trace, args.model, config=args.config, runs_dir=args.runs_dir, **overrides)
+    except (OSError, ValueError) as exc:  # no such file, not a child's trace (ConfigError: main())
+        print(f"subagent-lab: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"re-run of: {result.rerun_of}")
+    return _print_result(result)
+
+
+def _print_result(result: SubagentResult) -> int:
+    print(f"status: {result.status}   terminal_reason: {result.terminal_reason}   model: {result.model_id}")
+    if result.detail and result.status == "failed":
+        print(f"detail: {result.detail}")
+    print(json.dumps(result.contract, indent=2, ensure_ascii=False) if result.contract else "(no contract)")
+    tools = ", ".join(f"{name} {counts}" for name, counts in result.tool_usage.items()) or "none"
+    print(
+        f"tokens: {result.usage.total_tokens} (prompt {result.usage.prompt_tokens}, completion "
+        f"{result.usage.completion_tokens})  steps: {result.steps}  tools: {tools}  {result.elapsed_s:.1f}s"
+    )
+    print(f"trace: {result.trace_path}")
+    return 0 if result.status != "failed" else 1
+
+
+def args_sweep(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--suite", default="smoke", help="task ids, 'smoke', 'all' or a kind, comma-separated"
+    )
+    parser.add_argument("--models", default="light,main", help="comma-separated model choices")
+    parser.add_argument("--profile", default="explore")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument(
+        "--workers", type=int, default=2, help="runs in parallel (default 2: the server's slots per model)"
+    )
+    parser.add_argument("--name", default="cli")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="profile override")
+    parser.add_argument("--no-cache", action="store_true", help="do not reuse recorded model calls")
+    parser.add_argument("--out", default=None, help="sweeps directory (default: <trace_dir>/sweeps)")
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """Run (or resume) a sweep and print its tables; also writes results.csv, summary.csv and a plot."""
+    import pandas as pd
+
+    from subagent_lab.analysis.summary import headline, summarize, terminal_reasons
+    from subagent_lab.config.profiles import load_config
+    from subagent_lab.experiments.sweep import SweepSpec, Variant, run_sweep, sweep_dir
+
+    overrides = _parse_sets(args.set)
+    spec = SweepSpec(
+        name=args.name,
+        tasks=tuple(t.strip() for t in args.suite.split(",") if t.strip()),
+        models=tuple(m.strip() for m in args.models.split(",") if m.strip()),
+        profile=args.profile,
+        variants=(Variant(label="custom" if overrides else "default", overrides=overrides),),
+        repeats=args.repeats,
+    )
+    config = load_config(args.config)
+    out = sweep_dir(spec, args.out, config)
+    print(f"sweep {spec.name}-{spec.key()} -> {out}")
+    df = run_sweep(
+        spec, config_path=config.source, out_dir=args.out, max_workers=args.workers, cache=not args.no_cache
+    )
+    with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_colwidth", 40):
+        print("\nRuns:")
+        print(headline(df).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+        summary = summarize(df)
+        print("\nBy model:")
+        print(summary.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print("\nTerminal reasons (share of runs):")
+        print(terminal_reasons(df).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    df.to_csv(out / "results.csv", index=False)
+    summary.to_csv(out / "summary.csv", index=False)
+    _save_plot(df, out / "terminal_reasons.png")
+    print(f"\nwritten: {out / 'results.csv'}, summary.csv and terminal_reasons.png beside it")
+    return 0
+
+
+def _save_plot(df: Any, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from subagent_lab.analysis.summary import plot_terminal_reasons
+
+    ax = plot_terminal_reasons(df)
+    ax.figure.tight_layout()
+    ax.figure.savefig(path, dpi=110)
+    plt.close(ax.figure)
+
+
+def args_report(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("sweep_dir", help="a sweep directory (the one holding results.jsonl)")
+    parser.add_argument("-o", "--out", default=None, help="the HTML file (default: SWEEP_DIR/report.html)")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Write a sweep's self-contained HTML report (tables, plots, every run step by step)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from subagent_lab.api.report import write_report
+
+    try:
+        path = write_report(args.sweep_dir, args.out)
+    except FileNotFoundError as exc:
+        print(f"subagent-lab: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"written: {path}")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Validate profiles.yaml and list its models and profiles."""
+    from subagent_lab.config.profiles import load_config
+
+    config = load_config(args.config)
+    print(f"{config.source}: OK")
+    for choice, model in config.models.items():
+        where = (
+            model.base_url or f"embedded server {config.server.base_url}" if model else "falls back to main"
+        )
+        print(f"  model {choice}: {model.model if model else '-'} ({where})")
+    for name, p in config.profiles.items():
+        print(
+            f"  profile {name}: tools={list(p.tools)} steps={p.max_steps} context={p.context_token_budget} "
+            f"total={p.total_token_budget} model={p.model} contract={p.contract}"
+        )
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    """Print the JSON schema of profiles.yaml (for editor validation)."""
+    from subagent_lab.config.profiles import config_json_schema
+
+    print(json.dumps(config_json_schema(), indent=2))
+    return 0

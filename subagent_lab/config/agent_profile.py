@@ -1,0 +1,100 @@
+"""The main agent's profile: the ``agents:`` section of ``profiles.yaml``.
+
+Unlike a sub-agent profile it may hold writing and delegating tools (Edit, Bash, Task). The
+system prompt file is resolved when the agent starts, not when the YAML is loaded, so a config
+written elsewhere (tests, notebooks) still validates without the prompt file next to it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from subagent_lab.core.types import ConfigError, ModelChoice
+from subagent_lab.core.yaml_load import read_config_text
+
+MAIN_AGENT_TOOLS: frozenset[str] = frozenset({"Read", "Grep", "Glob", "Edit", "Bash", "Task"})
+"""Every tool a main agent may hold."""
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class AgentProfile(BaseModel):
+    """Budgets, tools and gates of a parent (main) agent."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    description: str = ""
+    system_prompt: str | None = None
+    """Inline prompt; takes precedence over ``system_prompt_file``."""
+    system_prompt_file: str | None = "prompts/main.md"
+    """Relative to the directory of ``profiles.yaml`` (or the repository when the config has no file)."""
+    tools: tuple[str, ...] = ("Read", "Grep", "Glob", "Edit", "Bash", "Task")
+    max_steps: int = Field(default=20, gt=0)
+    context_token_budget: int = Field(default=12000, gt=0)
+    """Upper bound on the prompt tokens of any single call; with the output cap it must fit in the
+    served context (16,384 on the embedded server)."""
+    total_token_budget: int = Field(default=120000, gt=0)
+    """Upper bound on the parent's own prompt + completion tokens, over all verification retries."""
+    model: ModelChoice = "main"
+    timeout_s: float = Field(default=1800.0, gt=0)
+    max_output_tokens: int | None = Field(default=None, gt=0)
+    max_repairs: int = Field(default=2, ge=0, le=10)
+    max_tool_calls_per_step: int = Field(default=4, gt=0)
+    max_parallel_tools: int = Field(default=4, gt=0)
+    """How many tool calls of one turn (e.g. Task calls) run at once."""
+    max_stale_turns: int = Field(default=3, ge=1)
+    """Consecutive turns without a new observation that end the run as ``loop_detected``."""
+    action_max_tokens: int = Field(default=400, ge=16)
+    """Output cap of an action call (a parent's Edit or Task call may be long)."""
+    arg_max_chars: int = Field(default=4000, ge=8)
+    grace_turn: bool = True
+    min_tool_calls: int = Field(default=0, ge=0)
+    """Executed tool calls required before a final answer is accepted (0: the parent may answer at once)."""
+    children_token_cap: int | None = Field(default=None, gt=0)
+    """Total tokens all Task children together may spend; None: only each child's own budget."""
+    verify: bool = False
+    """Check a proposed final answer with the ``verification`` profile before accepting it."""
+    max_verification_retries: int = Field(default=2, ge=0, le=10)
+    accept_unverified: bool = False
+    """Let an UNVERIFIED verdict (the verification child gave no verdict, or gave it only in a grace
+    turn after a limit) pass the gate. Off by default: an unchecked claim is not a verified one."""
+    bash_timeout_s: int = Field(default=60, gt=0, le=3600)
+    """Upper bound on one Bash command's wall-clock time."""
+    ask_policy: Literal["allow", "deny"] = "deny"
+    """Bash commands that are neither clearly safe nor clearly dangerous: run them or refuse them."""
+    bash_sandbox: Literal["bwrap", "none"] = "bwrap"
+    """``bwrap``: Bash runs inside bubblewrap (Debian package ``bubblewrap``) and is disabled where
+    that cannot run; ``none``: an explicit opt-in to unsandboxed Bash, recorded in the result."""
+    bash_ro_paths: tuple[str, ...] = ()
+    """Extra directories Bash's sandbox mounts read-only (the harness's Python always is)."""
+
+    @model_validator(mode="after")
+    def _invariants(self) -> AgentProfile:
+        unknown = sorted(set(self.tools) - MAIN_AGENT_TOOLS)
+        if unknown:
+            raise ValueError(f"tools: unknown tools {unknown}; allowed are {sorted(MAIN_AGENT_TOOLS)}")
+        if self.context_token_budget > self.total_token_budget:
+            raise ValueError(
+                f"context_token_budget ({self.context_token_budget}) must be <= "
+                f"total_token_budget ({self.total_token_budget})"
+            )
+        if self.system_prompt is None and self.system_prompt_file is None:
+            raise ValueError("system_prompt or system_prompt_file must be given")
+        return self
+
+    def resolve_system_prompt(self, config_source: str | None) -> str:
+        """The prompt text: inline, or read from the file next to the config (ConfigError if missing)."""
+        if self.system_prompt is not None:
+            return self.system_prompt
+        assert self.system_prompt_file is not None  # guaranteed by _invariants
+        given = Path(self.system_prompt_file)
+        bases = [Path(config_source).parent] if config_source else []
+        bases.append(_REPO_ROOT)
+        candidates = [given] if given.is_absolute() else [base / given for base in bases]
+        for candidate in candidates:
+            if candidate.is_file():
+                return read_config_text(candidate, what="system prompt")
+        tried = ", ".join(str(c) for c in candidates)
+        raise ConfigError(f"agents: system_prompt_file {self.system_prompt_file!r} not found (tried {tried})")

@@ -1,0 +1,350 @@
+"""Declarative configuration: runtime profiles, model endpoints and the local server.
+
+``profiles.yaml`` is validated into frozen pydantic models (``extra="forbid"``); every error is a
+``ConfigError`` naming the file and, where there is one, the field. The YAML itself is read by
+``subagent_lab.core.yaml_load`` (size cap, UTF-8, duplicate keys and recursive aliases rejected).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from subagent_lab.config.agent_profile import AgentProfile
+from subagent_lab.core.contracts import CONTRACTS
+from subagent_lab.core.redact import Redactor
+from subagent_lab.core.types import ConfigError, ModelChoice
+from subagent_lab.core.yaml_load import load_yaml_file, read_config_text
+
+READONLY_TOOLS: frozenset[str] = frozenset({"Read", "Grep", "Glob"})
+FORBIDDEN_IN_SUBAGENTS: frozenset[str] = frozenset(
+    {"Task", "Edit", "Write", "Bash", "MultiEdit", "NotebookEdit", "TodoWrite", "WebFetch"}
+)
+DEFAULT_SERVER_URL = "http://127.0.0.1:8765/v1"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ModelConfig(_Frozen):
+    """One OpenAI-compatible endpoint and how to talk to it."""
+
+    base_url: str | None = None
+    """Endpoint URL; None means the embedded local server (see ``server``)."""
+    model: str
+    """Model id sent to the endpoint (for the embedded server: the alias)."""
+    api_key_env: str | None = None
+    """Name of the environment variable holding the key; the key itself never sits in YAML."""
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    seed: int | None = 0
+    max_output_tokens: int = Field(default=1024, gt=0)
+    price_per_mtok_input: float = Field(default=0.0, ge=0.0)
+    price_per_mtok_output: float = Field(default=0.0, ge=0.0)
+    tool_protocol: Literal["native", "json"] = "json"
+    """``native``: ``tools=``/``tool_calls``; ``json``: one JSON action per turn, schema-constrained."""
+    constrain_output: bool = True
+    """Send ``response_format`` with a JSON schema (json protocol); turn off for servers without it."""
+    timeout_s: float = Field(default=180.0, gt=0)
+    max_retries: int = Field(default=2, ge=0, le=10)
+    context_window: int | None = Field(default=None, gt=0)
+    """Tokens a remote endpoint serves per request (prompt + output). When set, every profile using
+    this model must fit in it (checked at load). Ignored for the embedded server, whose limit is
+    ``served_context``."""
+
+
+class RuntimeProfile(_Frozen):
+    """A child type: what it may use, how far it may go, what it must return."""
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    system_prompt: str = Field(min_length=1)
+    tools: tuple[str, ...] = ("Read", "Grep", "Glob")
+    max_steps: int = Field(gt=0)
+    """Model calls in the working phase (grace and repair turns are counted apart)."""
+    context_token_budget: int = Field(gt=0)
+    """Upper bound on the prompt tokens of any single model call."""
+    total_token_budget: int = Field(gt=0)
+    """Upper bound on prompt + completion tokens over the whole run."""
+    model: ModelChoice = "light"
+    contract: str = "ExploreResult"
+    max_contract_repairs: int = Field(default=2, ge=0, le=10)
+    timeout_s: float = Field(default=900.0, gt=0)
+    """Wall-clock limit of the whole run."""
+    max_output_tokens: int | None = Field(default=None, gt=0)
+    """Per-call output cap; None takes the model's ``max_output_tokens``."""
+    require_grounded_evidence: bool = False
+    """When true, evidence that does not point at real lines triggers a contract repair."""
+    max_tool_calls_per_step: int = Field(default=4, gt=0)
+    max_stale_turns: int = Field(default=3, ge=1)
+    """Consecutive turns without a new observation (repeats are answered from the record) that end
+    the run as ``loop_detected``."""
+    grace_turn: bool = True
+    """After a limit, one final-answer call without tools (only once a tool has run)."""
+    # --- the scaffold: how the child acts and observes (sweepable, see docs/design.md) ---
+    action_max_tokens: int = Field(default=160, ge=16)
+    """Output cap of an action call (a brief thought and one tool call)."""
+    thought_max_chars: int = Field(default=80, ge=0, le=2000)
+    arg_max_chars: int = Field(default=160, ge=8, le=4000)
+    """The grammar's cap on each string argument of an action."""
+    tool_interface: Literal["simple", "full"] = "simple"
+    """``simple``: Grep(pattern, path), Read(path, line), guided observations; ``full``: every option."""
+    grep_max_matches: int = Field(default=15, gt=0, le=200)
+    read_window: int = Field(default=50, gt=0, le=400)
+    glob_max_results: int = Field(default=50, gt=0, le=500)
+    constrain_paths: bool = True
+    """Read may name only files a tool has shown (the grammar allows no other path)."""
+    evidence_from_seen: bool = True
+    """The final answer's evidence can only be lines a tool has shown (grammar-enforced)."""
+    require_seen: bool = False
+    """Evidence that no tool showed triggers a contract repair."""
+    finish_after_stale: int = Field(default=1, ge=0)
+    """After this many consecutive turns without a new observation (a repeat answered from the
+    record), the grammar offers only ``finish``: the model has seen what it will see (0: never)."""
+    read_after_hits: bool = True
+    """After a search that showed matching lines, the next action is Read (of a file shown) or finish."""
+    min_evidence: int = Field(default=0, ge=0, le=10)
+    """With ``evidence_from_seen``: the final answer must cite at least this many seen lines (when
+    any were seen). 0 lets an answer that something does not exist cite nothing."""
+    model_overrides: dict[ModelChoice, dict[str, Any]] = Field(default_factory=dict)
+    """Per-model tuning of this profile (e.g. a stricter scaffold for ``light``), applied before a
+    request's own overrides when that model runs; recorded with the run."""
+    show_layout: bool = False
+    """Put the workspace's top-level entries in the task (small models copy that line into arguments)."""
+    min_tool_calls: int = Field(default=1, ge=0)
+    """Executed tool calls required before a final answer is accepted; 0 lets the model answer blind."""
+
+    @model_validator(mode="after")
+    def _invariants(self) -> RuntimeProfile:
+        forbidden = sorted(set(self.tools) & FORBIDDEN_IN_SUBAGENTS)
+        if forbidden:
+            raise ValueError(
+                f"tools: a sub-agent profile may not hold {forbidden} (read-only, no delegation)"
+            )
+        unknown = sorted(set(self.tools) - READONLY_TOOLS)
+        if unknown:
+            raise ValueError(f"tools: unknown tools {unknown}; allowed are {sorted(READONLY_TOOLS)}")
+        if self.context_token_budget > self.total_token_budget:
+            raise ValueError(
+                f"context_token_budget ({self.context_token_budget}) must be <= "
+                f"total_token_budget ({self.total_token_budget})"
+            )
+        if "model_overrides" in {k for v in self.model_overrides.values() for k in v}:
+            raise ValueError("model_overrides: an override cannot itself hold model_overrides")
+        for choice, tuned in self.model_overrides.items():
+            try:
+                RuntimeProfile.model_validate({**self.model_dump(exclude={"model_overrides"}), **tuned})
+            except ValidationError as exc:
+                problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+                raise ValueError(f"model_overrides.{choice}: {problems}") from None
+        if self.contract not in CONTRACTS:
+            raise ValueError(f"contract: unknown contract {self.contract!r}; known: {sorted(CONTRACTS)}")
+        return self
+
+
+class ServerConfig(_Frozen):
+    """The embedded llama.cpp server."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, gt=0, lt=65536)
+    n_ctx: int = Field(default=16384, gt=0)
+    """Context of each slot: a call's prompt plus its output must fit in it."""
+    parallel: int = Field(default=2, gt=0, le=16)
+    """Slots per model: requests served concurrently (continuous batching), each with its own cache."""
+    n_threads: int | None = None
+    """CPU threads per model; None uses every core this process may run on."""
+    batch_size: int = Field(default=512, gt=0)
+    startup_timeout_s: float = Field(default=300.0, gt=0)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def root_url(self) -> str:
+        """The server root (``/tokenize``, ``/apply-template``, ``/metrics``, ``/health``)."""
+        return f"http://{self.host}:{self.port}"
+
+
+class LabConfig(_Frozen):
+    """Everything in ``profiles.yaml``."""
+
+    models: dict[str, ModelConfig | None]
+    profiles: dict[str, RuntimeProfile]
+    agents: dict[str, AgentProfile] = {}
+    """Parent (main) agents; see ``subagent_lab.config.agent_profile``."""
+    server: ServerConfig = ServerConfig()
+    trace_dir: str = "runs"
+    """Where traces go, relative to the config file's directory."""
+    source: str | None = None
+    """The file this was loaded from (filled in by the loader)."""
+
+    @model_validator(mode="after")
+    def _models_defined(self) -> LabConfig:
+        if self.models.get("main") is None:
+            raise ValueError("models.main: the main model must be defined")
+        unknown = sorted(set(self.models) - {"light", "main"})
+        if unknown:
+            raise ValueError(f"models: only 'light' and 'main' are model choices, got {unknown}")
+        for name, profile in self.profiles.items():
+            if profile.name != name:
+                raise ValueError(f"profiles.{name}.name: must equal its key {name!r}")
+        problems = context_overflows(self)
+        if problems:
+            raise ValueError("\n  ".join(problems))  # one line each under the file name
+        return self
+
+    def redactor(self) -> Redactor:
+        """A redactor that also knows every configured model's key, whatever its variable is called."""
+        names = {cfg.api_key_env for cfg in self.models.values() if cfg is not None and cfg.api_key_env}
+        return Redactor(extra_values=[os.environ[name] for name in sorted(names) if os.environ.get(name)])
+
+    def profile(self, name: str) -> RuntimeProfile:
+        """The profile called ``name``; a clear error lists the known ones."""
+        try:
+            return self.profiles[name]
+        except KeyError:
+            raise ConfigError(f"unknown profile {name!r}; known: {sorted(self.profiles)}") from None
+
+    def resolve_model(self, choice: ModelChoice) -> tuple[ModelChoice, ModelConfig, bool]:
+        """The model used for ``choice``: (choice actually used, its config, fell back?)."""
+        cfg = self.models.get(choice)
+        if cfg is not None:
+            return choice, cfg, False
+        main = self.models["main"]
+        assert main is not None  # guaranteed by _models_defined
+        return "main", main, True
+
+    def endpoint_url(self, cfg: ModelConfig) -> str:
+        return cfg.base_url or self.server.base_url
+
+    def trace_root(self) -> Path:
+        base = Path(self.source).parent if self.source else Path.cwd()
+        return (base / self.trace_dir).resolve()
+
+
+SERVED_CONTEXT_FIELD = "server.n_ctx"
+"""The configuration field(s) ``served_context`` reads, for error messages."""
+
+
+def served_context(config: LabConfig) -> int:
+    """Tokens one request may occupy (prompt + output) on the embedded server."""
+    return config.server.n_ctx
+
+
+def context_overflows(config: LabConfig) -> list[str]:
+    """Profiles and agents whose largest call (context budget + output cap) exceeds what is served.
+
+    For embedded models (``base_url`` None) the limit is ``served_context``; for a remote endpoint
+    its ``context_window`` when set. Such a call would fail as a model error instead of compacting.
+    """
+    holders: list[tuple[str, RuntimeProfile | AgentProfile]] = [
+        *((f"profiles.{name}", p) for name, p in config.profiles.items()),
+        *((f"agents.{name}", a) for name, a in config.agents.items()),
+    ]
+    problems = []
+    for where, holder in holders:
+        used, model, _ = config.resolve_model(holder.model)
+        if model.base_url is None:
+            limit, limit_name = served_context(config), SERVED_CONTEXT_FIELD
+        elif model.context_window is not None:
+            limit, limit_name = model.context_window, f"models.{used}.context_window"
+        else:
+            continue
+        output = holder.max_output_tokens or model.max_output_tokens
+        output_name = (
+            f"{where}.max_output_tokens" if holder.max_output_tokens else f"models.{used}.max_output_tokens"
+        )
+        if holder.context_token_budget + output > limit:
+            problems.append(
+                f"{where}.context_token_budget: {holder.context_token_budget} + {output_name} {output} "
+                f"= {holder.context_token_budget + output} exceeds the served context {limit} "
+                f"({limit_name}); lower the budget or raise the limit"
+            )
+    return problems
+
+
+def _apply_env_overrides(raw: dict[str, Any], env: Mapping[str, str]) -> None:
+    models = raw.setdefault("models", {}) or {}
+    if not isinstance(models, dict):
+        return  # a wrong shape: validation reports it with the field
+    raw["models"] = models
+    for choice, prefix in (("main", "LLM_"), ("light", "LIGHT_LLM_")):
+        base, model_id = env.get(f"{prefix}BASE_URL"), env.get(f"{prefix}MODEL_ID")
+        key_set = f"{prefix}API_KEY" in env
+        if not (base or model_id or key_set):
+            continue
+        given = models.get(choice)
+        if given is not None and not isinstance(given, dict):
+            continue  # validation reports models.<choice> as not a mapping
+        entry = dict(given or {})
+        if base:
+            entry["base_url"] = base
+        if model_id:
+            entry["model"] = model_id
+        if key_set:
+            entry["api_key_env"] = f"{prefix}API_KEY"
+        models[choice] = entry
+
+
+def _format_validation(path: Path, exc: ValidationError) -> str:
+    lines = [f"{path}: invalid configuration"]
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        lines.append(f"  {loc}: {msg}" if loc else f"  {msg}")  # root messages name their field
+    return "\n".join(lines)
+
+
+def _load_prompt_files(raw: dict[str, Any], base: Path, path: Path) -> None:
+    profiles = raw.get("profiles")
+    if not isinstance(profiles, dict):
+        return  # a wrong shape: validation reports it with the field
+    for name, prof in profiles.items():
+        if not isinstance(prof, dict):
+            continue
+        if "system_prompt_file" in prof:
+            where = f"{path}: profiles.{name}.system_prompt_file"
+            given = prof.pop("system_prompt_file")
+            if not isinstance(given, str) or not given:
+                raise ConfigError(f"{where}: must be a file name, got {given!r}")
+            try:
+                text = read_config_text(base / given, what="system prompt")
+            except ConfigError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
+            prof.setdefault("system_prompt", text)
+        prof.setdefault("name", name)
+
+
+def load_config(path: str | Path | None = None, *, env: Mapping[str, str] | None = None) -> LabConfig:
+    """Load and validate ``profiles.yaml`` (default: ``$SUBAGENT_LAB_CONFIG`` or the repo's file)."""
+    env = os.environ if env is None else env
+    path = Path(path or env.get("SUBAGENT_LAB_CONFIG") or default_config_path()).resolve()
+    raw = load_yaml_file(path)
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping with 'models' and 'profiles'")
+    _load_prompt_files(raw, path.parent, path)
+    _apply_env_overrides(raw, env)
+    raw["source"] = str(path)
+    try:
+        return LabConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_format_validation(path, exc)) from None
+
+
+def default_config_path() -> Path:
+    """The repository's ``profiles.yaml`` (next to the package), else one in the working directory."""
+    repo_file = Path(__file__).resolve().parents[2] / "profiles.yaml"
+    return repo_file if repo_file.exists() else Path.cwd() / "profiles.yaml"
+
+
+def config_json_schema() -> dict[str, Any]:
+    """JSON schema of ``profiles.yaml`` for editors (``subagent-lab schema``)."""
+    schema = LabConfig.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "subagent_lab profiles.yaml"
+    return schema

@@ -1,0 +1,140 @@
+"""The loop's value types: its limits and scaffold (``LoopSpec``), what it talks to (``LoopDeps``),
+its mutable per-run state, and its one return type (``LoopOutcome``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from subagent_lab.core.budget import Budget
+from subagent_lab.core.model import Model
+from subagent_lab.core.permissions import PermissionGate
+from subagent_lab.core.tokens import PromptCounter
+from subagent_lab.core.tool import Tool
+from subagent_lab.core.trace import TraceWriter
+from subagent_lab.core.types import Message, RunStatus, Span, TerminalReason, Usage
+
+
+@dataclass(frozen=True)
+class LoopSpec:
+    """Limits, rules and scaffold choices of one run (built from a profile and its model)."""
+
+    max_steps: int
+    context_token_budget: int
+    total_token_budget: int
+    timeout_s: float
+    contract: str | None
+    max_output_tokens: int = 1024
+    """Output cap of a final-answer call (and of a repair or grace call)."""
+    action_max_tokens: int = 160
+    """Output cap of an action call: a brief thought plus one tool call."""
+    max_repairs: int = 2
+    require_grounded: bool = False
+    require_seen: bool = False
+    """Evidence the run's tools never showed triggers a contract repair."""
+    max_tool_calls_per_step: int = 4
+    max_stale_turns: int = 3
+    """Consecutive turns without a new observation that end the run as ``loop_detected``."""
+    grace_turn: bool = True
+    temperature: float = 0.0
+    seed: int | None = 0
+    max_parallel_tools: int = 4
+    min_tool_calls: int = 0
+    """Executed tool calls required before a final answer is accepted (grounds small models)."""
+    constrain_paths: bool = False
+    """Read may name only files a tool has shown (enforced by the grammar where there is one)."""
+    evidence_from_seen: bool = False
+    """The final answer's evidence items are limited by the grammar to lines a tool has shown."""
+    min_evidence: int = 0
+    """With ``evidence_from_seen``: the least number of seen lines the final answer must cite."""
+    finish_after_stale: int = 0
+    """After this many consecutive stale turns the grammar offers only ``finish`` (0: never)."""
+    read_after_hits: bool = False
+    """After a Grep that showed matching lines, the grammar offers only Read and finish."""
+    thought_max_chars: int = 80
+    arg_max_chars: int = 160
+
+
+@dataclass
+class LoopDeps:
+    """What the loop talks to."""
+
+    model: Model
+    tools: dict[str, Tool]
+    gate: PermissionGate
+    tool_context: Any
+    workspace_root: Path
+    trace: TraceWriter
+    cancel: threading.Event | None = None
+    counter: PromptCounter | None = None
+    """Counts a request's prompt tokens; None takes the model's own counter, else the estimate."""
+
+
+class LoopOutcome(BaseModel):
+    """How a run ended and what it used; the loop's only return type."""
+
+    terminal_reason: TerminalReason
+    status: RunStatus
+    detail: str = ""
+    contract: dict[str, Any] | None = None
+    usage: Usage = Field(default_factory=Usage)
+    usage_by_call: list[Usage] = Field(default_factory=list)
+    tool_usage: dict[str, dict[str, int]] = Field(default_factory=dict)
+    steps: int = 0
+    model_calls: int = 0
+    repairs_used: int = 0
+    grace_used: bool = False
+    elapsed_s: float = 0.0
+    model_time_s: float = 0.0
+    grounded_ratio: float | None = None
+    """Share of evidence items that exist in the workspace (file and lines)."""
+    seen_ratio: float | None = None
+    """Share of evidence items inside a location the run's tools showed the model."""
+    prompt_counts_exact: bool = True
+    """False when any pre-call count of this run was an estimate (no tokenizer for the model)."""
+
+
+@dataclass
+class Record:
+    """Where the result of one distinct tool call sits in the conversation."""
+
+    step: int
+    index: int
+    """Index of its tool message in ``RunState.messages``."""
+
+
+@dataclass
+class RunState:
+    messages: list[Message]
+    budget: Budget
+    started: float = field(default_factory=time.monotonic)
+    usage_by_call: list[Usage] = field(default_factory=list)
+    steps: int = 0
+    repairs: int = 0
+    grace_used: bool = False
+    model_time_s: float = 0.0
+    tool_usage: dict[str, Counter[str]] = field(default_factory=dict)
+    records: dict[str, Record] = field(default_factory=dict)
+    """Call signature -> its last result; a repeat is answered from here instead of re-run."""
+    observations: set[int] = field(default_factory=set)
+    """Hashes of observation texts so far: a turn that adds none is a stale turn."""
+    stale_turns: int = 0
+    last_hits: bool = False
+    """Last turn's search showed matching lines."""
+    repeated_tools: set[str] = field(default_factory=set)
+    """Tools whose call last turn repeated an earlier one: not offered this turn."""
+    seen: list[Span] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    grounded: float | None = None
+    seen_ratio: float | None = None
+    counts_exact: bool = True
+
+    @property
+    def usage(self) -> Usage:
+        return self.budget.used

@@ -1,0 +1,285 @@
+"""Append-only JSONL traces of typed, versioned events, flushed per event.
+
+One file per run. A crash leaves a valid JSONL prefix; ``read_trace`` tolerates a torn last line.
+Secrets are redacted on write by ``subagent_lab.core.redact.Redactor`` (re-exported here).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import IO, Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, TypeAdapter
+from pydantic_core import PydanticSerializationError
+
+from subagent_lab.core.redact import Redactor as Redactor  # re-exported: one redactor for everything
+from subagent_lab.core.types import TerminalReason, Usage
+
+SCHEMA_VERSION = 1
+
+
+class _Event(BaseModel):
+    run_id: str
+    seq: int = 0
+    ts: float = Field(default_factory=time.time)
+    step: int = 0
+
+
+class RunStarted(_Event):
+    kind: Literal["run_started"] = "run_started"
+    schema_version: int = SCHEMA_VERSION
+    session_id: str
+    parent_run_id: str | None = None
+    parent_session_id: str | None = None
+    parent_trace: str | None = None
+    profile: str
+    contract: str | None = None
+    model_choice: str
+    model_used: str
+    model_id: str
+    endpoint: str
+    fallback: bool = False
+    budgets: dict[str, float] = Field(default_factory=dict)
+    tools: list[str] = Field(default_factory=list)
+    workspace: str
+    system_prompt: str
+    task: str
+    """The first user message as sent (the request's task, its context and any layout line)."""
+    # What a re-run needs to start exactly as this run did (``subagent_lab.api.runs.rerun``); the
+    # defaults keep traces written before these fields loadable.
+    request_task: str | None = None
+    """The task as the caller wrote it, before ``render_task``; None in older traces."""
+    request_context: dict[str, Any] | None = None
+    """The caller's structured context, as the plain JSON ``render_task`` rendered."""
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    """The profile overrides the caller asked for."""
+    profile_fields: dict[str, Any] = Field(default_factory=dict)
+    """The resolved profile (overrides applied) without its name, description and system prompt."""
+    seed: int | None = None
+    """The sampling seed the run's model calls were sent with."""
+    temperature: float | None = None
+    """The sampling temperature the run's model calls were sent with; None in older traces."""
+    rerun_of: str | None = None
+    """Trace of the run this one re-ran with the same start; None for a fresh run."""
+
+
+class PromptAdded(_Event):
+    """A message the harness added to the conversation (repair, grace, warnings)."""
+
+    kind: Literal["prompt_added"] = "prompt_added"
+    purpose: str
+    content: str
+
+
+class BudgetDecision(_Event):
+    kind: Literal["budget_decision"] = "budget_decision"
+    purpose: str
+    prompt_tokens_est: int
+    """The pre-call count of the prompt: exact (the model's own tokenizer) when ``prompt_exact``."""
+    prompt_exact: bool = False
+    max_tokens: int
+    used_total: int
+    total_budget: int
+    context_budget: int
+    allowed: bool
+    detail: str = ""
+
+
+class Compacted(_Event):
+    kind: Literal["compacted"] = "compacted"
+    before_tokens: int
+    after_tokens: int
+    messages_compacted: int
+
+
+class ModelCalled(_Event):
+    kind: Literal["model_called"] = "model_called"
+    purpose: Literal["step", "final", "repair", "grace"]
+    prompt_tokens_est: int
+    """The pre-call count (see ``BudgetDecision``); ``usage.prompt_tokens`` is the provider's figure."""
+    prompt_exact: bool = False
+    max_tokens: int
+    usage: Usage
+    latency_s: float
+    finish_reason: str
+    attempts: int = 1
+    model_id: str = ""
+    text: str = ""
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    parse_ok: bool = True
+    cache_hit: bool = False
+
+
+class ModelCallFailed(_Event):
+    kind: Literal["model_call_failed"] = "model_call_failed"
+    purpose: str
+    error: str
+    attempts: int = 1
+    latency_s: float = 0.0
+    retryable: bool = False
+    usage: Usage = Field(default_factory=Usage)
+
+
+class ToolStarted(_Event):
+    kind: Literal["tool_started"] = "tool_started"
+    call_id: str
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolFinished(_Event):
+    kind: Literal["tool_finished"] = "tool_finished"
+    call_id: str
+    tool: str
+    status: Literal["ok", "error", "denied"]
+    text: str
+    truncated: bool = False
+    duration_s: float = 0.0
+    from_record: bool = False
+    """Answered from the record of an identical earlier call, not run again."""
+    spans: list[list[Any]] = Field(default_factory=list)
+    """``[path, start, end]`` locations the observation showed (``start == 0``: the path only)."""
+
+
+class ContractChecked(_Event):
+    kind: Literal["contract_checked"] = "contract_checked"
+    valid: bool
+    errors: list[str] = Field(default_factory=list)
+    grounded_ratio: float | None = None
+    ungrounded: list[str] = Field(default_factory=list)
+    seen_ratio: float | None = None
+    unseen: list[str] = Field(default_factory=list)
+
+
+class SubagentEvent(_Event):
+    """Parent-side record of a child: requested, started, completed or failed."""
+
+    kind: Literal["subagent_requested", "subagent_started", "subagent_completed", "subagent_failed"]
+    child_run_id: str
+    child_session_id: str
+    child_trace: str
+    profile: str
+    model_choice: str | None = None
+    model_used: str | None = None
+    terminal_reason: str | None = None
+    status: str | None = None
+    usage: Usage | None = None
+    tool_usage: dict[str, dict[str, int]] | None = None
+    elapsed_s: float | None = None
+    error: str | None = None
+
+
+class RunEnded(_Event):
+    kind: Literal["run_ended"] = "run_ended"
+    terminal_reason: TerminalReason
+    status: Literal["completed", "partial", "failed"]
+    detail: str = ""
+    contract: dict[str, Any] | None = None
+    usage: Usage
+    steps: int
+    model_calls: int
+    repairs_used: int = 0
+    grace_used: bool = False
+    elapsed_s: float
+    model_time_s: float
+    grounded_ratio: float | None = None
+    seen_ratio: float | None = None
+    prompt_counts_exact: bool = True
+
+
+Event = Annotated[
+    RunStarted
+    | PromptAdded
+    | BudgetDecision
+    | Compacted
+    | ModelCalled
+    | ModelCallFailed
+    | ToolStarted
+    | ToolFinished
+    | ContractChecked
+    | SubagentEvent
+    | RunEnded,
+    Field(discriminator="kind"),
+]
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def new_id(prefix: str) -> str:
+    """A collision-free id (uuid4), readable prefix first."""
+    return f"{prefix}-{uuid.uuid4().hex[:16]}"
+
+
+def _scrub(value: Any) -> Any:
+    """Lone surrogates (a non-UTF-8 file name, a model's ``"\\udce9"`` escape) cannot be written
+    as UTF-8: they become visible ``\\udce9`` text instead of failing the write."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_scrub(k): _scrub(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub(v) for v in value]
+    return value
+
+
+def to_json(model: BaseModel) -> str:
+    """``model`` as one JSON line, even when it holds lone surrogates (see ``_scrub``)."""
+    try:
+        return model.model_dump_json()
+    except PydanticSerializationError:
+        return json.dumps(_scrub(model.model_dump(mode="json")), ensure_ascii=False, separators=(",", ":"))
+
+
+class TraceWriter:
+    """Writes one run's events; thread-safe; each event is one flushed line."""
+
+    def __init__(self, path: Path, run_id: str, *, redactor: Redactor | None = None) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # "x": a second writer for the same run id is a bug, never a silent merge of two runs.
+        self._fh: IO[str] | None = path.open("x", encoding="utf-8")
+        self.path = path
+        self.run_id = run_id
+        self._seq = 0
+        self._lock = threading.Lock()
+        self._redact = redactor or Redactor()
+
+    def emit(self, event: _Event) -> None:
+        """Append ``event`` (its ``seq`` is assigned here) and flush it to disk."""
+        with self._lock:
+            if self._fh is None:
+                return
+            event.seq = self._seq
+            self._seq += 1
+            line = self._redact(to_json(event))
+            self._fh.write(line + "\n")
+            self._fh.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fh is not None:
+                self._fh.close()
+                self._fh = None
+
+
+def read_trace(path: str | Path) -> list[Event]:
+    """Load a trace; a torn final line (a crash mid-write) is skipped, anything else is an error."""
+    events: list[Event] = []
+    lines = Path(path).read_text(encoding="utf-8").split("\n")
+    for index, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            events.append(EVENT_ADAPTER.validate_json(line))
+        except ValueError:
+            if index >= len(lines) - 2:  # only the last written line may be torn
+                break
+            raise
+    return events
+
+
+def trace_dicts(path: str | Path) -> list[dict[str, Any]]:
+    """The trace as plain dicts (for pandas)."""
+    return [json.loads(e.model_dump_json()) for e in read_trace(path)]

@@ -24,6 +24,21 @@ if ! command -v bwrap >/dev/null 2>&1; then
   fi
 fi
 
+# The browser tests (tests/browser) drive Debian's Chromium through Playwright; nothing downloads a
+# browser. Quiet when present; setup never fails for it (without it those tests skip, or fail in CI).
+if [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    log "installing chromium (the browser of tests/browser)"
+    export DEBIAN_FRONTEND=noninteractive
+    if ! apt-get install -y -qq chromium >/dev/null 2>&1; then
+      apt-get update -qq >/dev/null 2>&1 || true
+      apt-get install -y -qq chromium >/dev/null 2>&1 || log "could not install chromium: the browser tests cannot run"
+    fi
+  else
+    log "chromium is missing: install the Debian package 'chromium' as root, or the browser tests skip"
+  fi
+fi
+
 if [ ! -x "$VENV/bin/python" ]; then
   log "creating virtual environment $VENV"
   "$PY" -m venv "$VENV"

@@ -1,0 +1,1 @@
+"""Browser tests: the widgets in JupyterLab and the sweep report, in Debian's Chromium."""

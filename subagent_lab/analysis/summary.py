@@ -80,7 +80,9 @@ def terminal_reasons(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFr
     if df.empty:
         return pd.DataFrame()
     counts = df.groupby(by, dropna=False)["terminal_reason"].value_counts(normalize=True)
-    return counts.unstack().fillna(0.0).reset_index()
+    table = counts.unstack().fillna(0.0).reset_index()
+    table.columns.name = None  # the unstacked axis' name would print as an empty header column
+    return table
 
 
 def budget_curve(df: pd.DataFrame, budget: str = "total_token_budget") -> pd.DataFrame:

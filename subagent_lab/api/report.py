@@ -50,6 +50,7 @@ details.sl-run { border: 1px solid #d0d7de; border-radius: 4px; margin: 4px 0; p
 details.sl-run > summary { cursor: pointer; }
 .sl-muted { color: #6e7781; font-size: 12px; }
 img { max-width: 100%; }
+.sl-scroll { overflow-x: auto; }
 """
 
 
@@ -60,9 +61,8 @@ def _e(value: object) -> str:
 def _table(df: pd.DataFrame) -> str:
     if df.empty:
         return "<p class='sl-muted'>(no rows)</p>"
-    return str(
-        df.to_html(index=False, na_rep="–", float_format=lambda v: f"{v:.3g}", classes="sl-table", border=0)
-    )
+    html = df.to_html(index=False, na_rep="–", float_format=lambda v: f"{v:.3g}", classes="sl-table", border=0)
+    return f"<div class='sl-scroll'>{html}</div>"  # a wide table scrolls in its box, not the page
 
 
 def figure_png(draw: Callable[[Any], Any], size: tuple[float, float] = (6.0, 3.5)) -> str:

@@ -236,5 +236,5 @@ def plot_run_tokens(run: RunView, ax: Any = None) -> Any:
     ax.set_xlabel("step")
     ax.set_ylabel("tokens")
     ax.set_title(f"{run.start.model_used if run.start else '?'}: tokens vs budget")
-    ax.legend(fontsize="small")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside, not on, the lines
     return ax

@@ -63,7 +63,9 @@ class RunInspector(widgets.VBox):
         )
         self.children_box = widgets.VBox()
         self.children_select.observe(lambda _: self.open_child(), names="value")
-        self.plot_button = widgets.Button(description="plot tokens vs budget", icon="line-chart")
+        self.plot_button = widgets.Button(
+            description="plot tokens vs budget", icon="line-chart", layout=widgets.Layout(width="auto")
+        )
         self.plot_out = widgets.Output()
 
         self.prev_button.on_click(lambda _: self._move(-1))

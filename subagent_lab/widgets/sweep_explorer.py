@@ -85,8 +85,10 @@ class SweepExplorer(widgets.VBox):
             col: widgets.SelectMultiple(
                 options=sorted({str(v) for v in self.df[col].dropna()}),
                 description=col,
-                rows=min(4, max(1, self.df[col].nunique())),
+                # Two rows at least: a one-row multi-select draws as a closed drop-down ("0 selected").
+                rows=min(4, max(2, self.df[col].nunique())),
                 layout=widgets.Layout(width="auto"),
+                style={"description_width": "initial"},  # the whole column name, not "terminal_r..."
             )
             for col in FILTER_COLUMNS
             if col in self.df.columns
@@ -112,7 +114,8 @@ class SweepExplorer(widgets.VBox):
                 hint,
                 widgets.HBox([self.sort_by, self.ascending]),
                 self.count,
-                self.table,
+                # A wide table scrolls inside its own box, so its last columns are one scroll away.
+                widgets.Box([self.table], layout=widgets.Layout(overflow_x="auto", width="100%")),
                 self.run_select,
                 self.inspector_box,
             ],

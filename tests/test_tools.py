@@ -11,7 +11,7 @@ import pytest
 
 from subagent_lab.core.tool import MAX_OBSERVATION_CHARS, Tool
 from subagent_lab.core.types import ToolOutcome
-from subagent_lab.tools import grep as grep_module
+from subagent_lab.tools import rg as rg_module
 from subagent_lab.tools.registry import GLOB, GREP, READ, READONLY_TOOLS, build_tools
 from subagent_lab.workspace.sandbox import Workspace
 
@@ -266,7 +266,7 @@ def test_grep_denied_and_fifo(ws: Workspace) -> None:
 
 
 def test_grep_timeout_is_an_error(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(grep_module, "TIMEOUT_S", 0.0)
+    monkeypatch.setattr(rg_module, "TIMEOUT_S", 0.0)  # the runner's own limit
     out = call(GREP, ws, pattern="needle")
     assert out.status == "error" and "cut after" in out.text and "narrow" in out.text
 

@@ -5,21 +5,19 @@ detached process (log, pid file and generated config under ``<cache_root>/server
 for readiness. Only models whose ``base_url`` is None are served here. The process started is
 ``python -m subagent_lab.local_models.llama_server --config_file F``: a router that runs one ``llama-server``
 per embedded model (built by ``scripts/setup.sh`` from the llama.cpp sources vendored in the
-pinned llama-cpp-python sdist) and serves both aliases on one port.
+pinned llama-cpp-python sdist) and serves both aliases on one port. The files and processes
+under this API (pid file, port lock, spawning and stopping) are ``server_process``'s.
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
-import fcntl
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -28,14 +26,22 @@ import httpx
 
 from subagent_lab.config.profiles import LabConfig, ServerConfig
 from subagent_lab.local_models import weights
-from subagent_lab.local_models.llama_server import PARENT_ENV as _PARENT_ENV
+from subagent_lab.local_models.server_process import (
+    STARTED,
+    alive,
+    log_tail,
+    port_lock,
+    read_pid,
+    running_pid,
+    server_files,
+    spawn,
+    terminate,
+)
+from subagent_lab.local_models.server_process import server_dir as server_dir  # re-exported: public
 
 ProbeState = Literal["free", "healthy", "busy", "foreign"]
 PROBE_TIMEOUT_S = 3.0
 """How long a health probe waits for an answer (a busy server is then asked without the lock)."""
-
-_STARTED: dict[int, subprocess.Popen[bytes]] = {}
-"""Servers started by this process, by port (for the exit hook and for reaping)."""
 
 
 class ServerError(RuntimeError):
@@ -57,19 +63,9 @@ class ServerHandle:
     """True when this call started it (False: an existing server was reused)."""
 
 
-def server_dir() -> Path:
-    """``<cache_root>/server``: generated config, log and pid file of each port."""
-    return weights.cache_root() / "server"
-
-
-def _files(server: ServerConfig) -> tuple[Path, Path, Path]:
-    base = server_dir() / f"server-{server.port}"
-    return base.with_suffix(".json"), base.with_suffix(".log"), base.with_suffix(".pid")
-
-
 def log_path(config: LabConfig) -> Path:
     """The log file of the embedded server of ``config``."""
-    return _files(config.server)[1]
+    return server_files(config.server)[1]
 
 
 def default_endpoint_error(url: str, log_path: Path | str | None, *, tail_lines: int = 0) -> str:
@@ -81,7 +77,7 @@ def default_endpoint_error(url: str, log_path: Path | str | None, *, tail_lines:
     if log_path is not None:
         msg += f"; server log: {log_path}"
         if tail_lines > 0:
-            msg += "\n" + _tail(Path(log_path), tail_lines)
+            msg += "\n" + log_tail(Path(log_path), tail_lines)
     return msg
 
 
@@ -149,27 +145,6 @@ def server_settings(config: LabConfig, model_paths: dict[str, Path]) -> dict[str
     }
 
 
-def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return f"(no log at {path})"
-    return "\n".join(text.splitlines()[-lines:])
-
-
-@contextlib.contextmanager
-def _port_lock(server: ServerConfig) -> Iterator[None]:
-    # Two processes (notebook kernels, workers) may want the server at once: the second waits
-    # and then reuses the first's server instead of failing on "address in use".
-    server_dir().mkdir(parents=True, exist_ok=True)
-    with (server_dir() / f"server-{server.port}.lock").open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def probe(
     host: str, port: int, aliases: Sequence[str], *, timeout_s: float | None = None
 ) -> tuple[ProbeState, str]:
@@ -195,31 +170,8 @@ def probe(
     return "healthy", f"serves {served}"
 
 
-def _read_pid(pid_file: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(pid_file.read_text(encoding="utf-8"))
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def _alive(pid: int) -> bool:
-    proc = next((p for p in _STARTED.values() if p.pid == pid), None)
-    if proc is not None:
-        return proc.poll() is None  # our own child: poll() also reaps a zombie
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    cmdline = Path(f"/proc/{pid}/cmdline")
-    # Guard against a recycled pid: it must still be a server launched with --config_file.
-    return not cmdline.exists() or b"--config_file" in cmdline.read_bytes()
-
-
 def _handle(config: LabConfig, *, pid: int | None, started: bool) -> ServerHandle:
-    srv, log = config.server, _files(config.server)[1]
+    srv, log = config.server, server_files(config.server)[1]
     return ServerHandle(srv.base_url, srv.host, srv.port, log, served_aliases(config), pid, started)
 
 
@@ -241,7 +193,7 @@ def _check_llama_installed() -> None:
 def prepare_server(config: LabConfig) -> list[str]:
     """Check llama-server, assemble the weights, write the server config; returns the command."""
     _check_llama_installed()
-    cfg_path = _files(config.server)[0]
+    cfg_path = server_files(config.server)[0]
     cfg_path.parent.mkdir(parents=True, exist_ok=True)
     settings = server_settings(config, weights.install_all())
     cfg_path.write_text(json.dumps(settings, indent=2), encoding="utf-8")
@@ -256,7 +208,7 @@ def run_foreground(config: LabConfig) -> None:
         raise ServerError(f"port {srv.port} on {srv.host} is taken ({detail}); see `subagent-lab status`")
     command = prepare_server(config)
     info = {"pid": os.getpid(), "host": srv.host, "port": srv.port, "log": None, "command": command}
-    _files(srv)[2].write_text(json.dumps(info), encoding="utf-8")
+    server_files(srv)[2].write_text(json.dumps(info), encoding="utf-8")
     os.execv(command[0], command)
 
 
@@ -278,11 +230,11 @@ def ensure_server(
     managed_models(config)
     aliases = served_aliases(config)
     timeout = timeout_s or srv.startup_timeout_s
-    _, log, pid_file = _files(srv)
-    with _port_lock(srv):
+    _, log, pid_file = server_files(srv)
+    with port_lock(srv):
         state, detail = probe(srv.host, srv.port, aliases)
-        pid = _read_pid(pid_file).get("pid")
-        if state == "busy" and isinstance(pid, int) and _alive(pid):
+        pid = read_pid(pid_file).get("pid")
+        if state == "busy" and isinstance(pid, int) and alive(pid):
             # Our own server, in the middle of a request: don't queue behind it just to list models.
             return _handle(config, pid=pid, started=False)
         if state == "busy":
@@ -298,48 +250,18 @@ def ensure_server(
             raise ServerError(default_endpoint_error(srv.base_url, log if log.exists() else None))
         if command is None:
             command = prepare_server(config)
-        proc = _spawn(list(command), log, pid_file, srv, watch_parent=stop_at_exit)
+        proc = spawn(list(command), log, pid_file, srv, watch_parent=stop_at_exit)
         try:
             _wait_ready(proc, srv, aliases, log, timeout)
         except BaseException:
-            _terminate(proc.pid, proc)
-            if _read_pid(pid_file).get("pid") == proc.pid:
+            terminate(proc.pid, proc)
+            if read_pid(pid_file).get("pid") == proc.pid:
                 pid_file.unlink(missing_ok=True)
             raise
-        _STARTED[srv.port] = proc
+        STARTED[srv.port] = proc
         if stop_at_exit:
             atexit.register(_stop_started, config, proc.pid)
         return _handle(config, pid=proc.pid, started=True)
-
-
-def _spawn(
-    command: list[str], log: Path, pid_file: Path, srv: ServerConfig, *, watch_parent: bool
-) -> subprocess.Popen[bytes]:
-    log.parent.mkdir(parents=True, exist_ok=True)
-    if log.exists():
-        # Keep the previous run's log: after a crash it is the one worth reading.
-        os.replace(log, log.with_suffix(".log.1"))
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop(_PARENT_ENV, None)
-    if watch_parent:
-        # atexit does not run when the parent is killed (SIGTERM/SIGKILL, a test timeout): the
-        # server then notices the parent is gone and stops itself instead of lingering.
-        env[_PARENT_ENV] = str(os.getpid())
-    with log.open("ab") as out:
-        out.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} started: {' '.join(command)}\n".encode())
-        out.flush()
-        # A new session: Ctrl-C in a notebook or terminal must not kill a shared server.
-        proc = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-    info = {"pid": proc.pid, "host": srv.host, "port": srv.port, "log": str(log), "command": command}
-    pid_file.write_text(json.dumps(info), encoding="utf-8")
-    return proc
 
 
 def _wait_ready(
@@ -351,7 +273,7 @@ def _wait_ready(
         if code is not None:
             raise ServerError(
                 f"the model server (pid {proc.pid}) exited with code {code} while starting on "
-                f"{srv.host}:{srv.port}; log {log}:\n{_tail(log)}"
+                f"{srv.host}:{srv.port}; log {log}:\n{log_tail(log)}"
             )
         state, detail = probe(srv.host, srv.port, aliases)
         if state == "healthy":
@@ -361,70 +283,37 @@ def _wait_ready(
         if time.monotonic() > deadline:
             raise ServerError(
                 f"the model server did not become ready within {timeout:.0f} s on {srv.host}:{srv.port}; "
-                f"log {log}:\n{_tail(log)}"
+                f"log {log}:\n{log_tail(log)}"
             )
         time.sleep(0.25)
 
 
-def _terminate(pid: int, proc: subprocess.Popen[bytes] | None = None, grace_s: float = 10.0) -> None:
-    try:
-        os.killpg(pid, signal.SIGTERM)  # the whole session: uvicorn plus anything it spawned
-    except (ProcessLookupError, PermissionError):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        if (proc.poll() is not None) if proc is not None else not _alive(pid):
-            return
-        time.sleep(0.1)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-    if proc is not None:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5)
-
-
-def _server_pid(config: LabConfig) -> int | None:
-    """The live server of this port: from the pid file, else found by its generated config path."""
-    cfg_path, _, pid_file = _files(config.server)
-    pid = _read_pid(pid_file).get("pid")
-    if isinstance(pid, int) and _alive(pid):
-        return pid
-    # The pid file can be lost (a killed process that started it); the command line is not.
-    needle = b"\0--config_file\0" + str(cfg_path).encode() + b"\0"
-    for proc_dir in Path("/proc").glob("[0-9]*"):
-        with contextlib.suppress(OSError):
-            if needle in (proc_dir / "cmdline").read_bytes() + b"\0" and int(proc_dir.name) != os.getpid():
-                return int(proc_dir.name)
-    return None
-
-
 def stop_server(config: LabConfig) -> bool:
     """Stop the embedded server of ``config`` (pid file, else its command line); False if none ran."""
-    pid_file = _files(config.server)[2]
-    pid = _server_pid(config)
+    pid_file = server_files(config.server)[2]
+    pid = running_pid(config)
     if pid is None:
         pid_file.unlink(missing_ok=True)
         return False
-    proc = next((p for p in _STARTED.values() if p.pid == pid), None)
-    _terminate(pid, proc)
-    _STARTED.pop(config.server.port, None)
+    proc = next((p for p in STARTED.values() if p.pid == pid), None)
+    terminate(pid, proc)
+    STARTED.pop(config.server.port, None)
     pid_file.unlink(missing_ok=True)
     return True
 
 
 def _stop_started(config: LabConfig, pid: int) -> None:
     # Exit hook: only the server this process started, and only if it is still that one.
-    if _read_pid(_files(config.server)[2]).get("pid") == pid:
+    if read_pid(server_files(config.server)[2]).get("pid") == pid:
         stop_server(config)
 
 
 def server_status(config: LabConfig) -> dict[str, Any]:
     """State of the embedded server: url, state (``healthy``/``busy``/``free``/``foreign``), pid, log."""
     srv = config.server
-    cfg_path, log, _ = _files(srv)
+    cfg_path, log, _ = server_files(srv)
     state, detail = probe(srv.host, srv.port, served_aliases(config))
-    pid = _server_pid(config)
+    pid = running_pid(config)
     return {
         "url": srv.base_url,
         "state": state,

@@ -18,7 +18,7 @@ from subagent_lab.agents.result import gate_passes
 from subagent_lab.config.agent_profile import AgentProfile
 from subagent_lab.config.profiles import LabConfig, load_config
 from subagent_lab.core.tool import ToolDeniedError, ToolError
-from subagent_lab.core.trace import PromptAdded, RunEnded, RunStarted, SubagentEvent, read_trace
+from subagent_lab.core.trace import ModelCalled, PromptAdded, RunEnded, RunStarted, SubagentEvent, read_trace
 from subagent_lab.core.types import ModelRequest, ModelResponse
 from subagent_lab.models.scripted import ScriptedModel, Turn, final, tool_call, tool_calls
 from subagent_lab.tools import edit as edit_module
@@ -256,6 +256,48 @@ def test_gate_turns_a_false_done_into_a_retry(config: LabConfig, workspace: Path
     steps = [e.step for e in events if e.kind == "model_called"]
     assert steps == sorted(steps) == [0, 1, 2, 3]  # step numbers continue across segments
     _check_rollup(result)
+
+
+def test_a_retry_segment_continues_the_conversation_and_the_step_numbers(
+    config: LabConfig, workspace: Path, tmp_path: Path
+) -> None:
+    turns = [
+        tool_call("Grep", pattern="def login"),
+        final("I looked at login."),
+        _verdict("FAIL", "the answer names no location"),
+        tool_call("Read", path="app/auth.py"),
+        final("login is defined at app/auth.py:4."),
+        _verdict("PASS", "app/auth.py:4 defines login"),
+    ]
+    agent, model = _agent(config, workspace, tmp_path, turns, verify=True)
+    result = agent.run("Where is login?")
+    assert (result.status, result.segments, result.steps) == ("completed", 2, 4)
+    # The second segment starts from the first one's conversation (its tool result, its answer as
+    # the model wrote it), then the verifier's feedback: the loop's outcome carried it over.
+    first_final, retry = model.requests[1].messages, model.requests[3].messages
+    assert first_final[-1].role == "tool" and "app/auth.py:4" in first_final[-1].content
+    assert retry[: len(first_final)] == first_final
+    assert [(m.role, m.content[:18]) for m in retry[len(first_final) :]] == [
+        ("assistant", "I looked at login."),
+        ("user", "A verification sub"),
+    ]
+    events = read_trace(result.trace_path)
+    own = [(e.kind, e.step) for e in events if not isinstance(e, SubagentEvent)]
+    assert [step for _, step in own] == sorted(step for _, step in own)
+    assert [
+        (kind, step) for kind, step in own if kind in ("model_called", "tool_started", "prompt_added")
+    ] == [
+        ("model_called", 0),
+        ("tool_started", 1),
+        ("model_called", 1),
+        ("prompt_added", 2),  # the feedback, between the segments
+        ("model_called", 2),
+        ("tool_started", 3),
+        ("model_called", 3),
+    ]
+    assert [(kind, step) for kind, step in own if kind == "run_ended"] == [("run_ended", 4)]
+    # The parent's model is no longer wrapped: its own counter makes the pre-call counts exact.
+    assert result.prompt_counts_exact and all(e.prompt_exact for e in events if isinstance(e, ModelCalled))
 
 
 def test_gate_retries_are_bounded(config: LabConfig, workspace: Path, tmp_path: Path) -> None:

@@ -211,8 +211,8 @@ NOT_LOOP_FIELDS = {
     RuntimeProfile: {
         "name", "description", "system_prompt", "tools", "model",
         # tool settings, not loop limits (issue 10's scaffold work)
-        "tool_interface", "grep_max_matches", "read_window", "glob_max_results",
-        "show_layout",  # the child's first message, not a loop limit
+        "tool_interface", "grep_max_matches", "read_window", "glob_max_results", "read_outline",
+        "show_layout", "task_paths",  # the child's first message, not a loop limit
         "model_overrides",  # applied to the profile before the spec is built
     },
     AgentProfile: {

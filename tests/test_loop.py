@@ -13,10 +13,23 @@ from pydantic import ValidationError
 from subagent_lab.agents.launcher import SubagentRequest
 from subagent_lab.analysis.metrics import child_metrics
 from subagent_lab.config.profiles import LabConfig
+from subagent_lab.core.loop import LoopDeps, LoopOutcome, LoopSpec, run_loop
 from subagent_lab.core.model import ModelCallError
-from subagent_lab.core.trace import BudgetDecision, Compacted, ModelCalled, RunEnded, RunStarted, read_trace
-from subagent_lab.core.types import ModelRequest, ModelResponse
-from subagent_lab.models.scripted import final, tool_call, tool_calls
+from subagent_lab.core.permissions import PermissionGate
+from subagent_lab.core.trace import (
+    BudgetDecision,
+    Compacted,
+    Event,
+    ModelCalled,
+    RunEnded,
+    RunStarted,
+    TraceWriter,
+    read_trace,
+)
+from subagent_lab.core.types import Message, ModelRequest, ModelResponse
+from subagent_lab.models.scripted import ScriptedModel, Turn, final, tool_call, tool_calls
+from subagent_lab.tools.registry import build_tools
+from subagent_lab.workspace.sandbox import Workspace
 
 GOOD = {
     "status": "completed",
@@ -352,3 +365,66 @@ def test_the_final_answer_grammar_fits_the_output_cap() -> None:
     )
     assert worst / 3 <= 768 * 1.1  # at ~3 characters a token the longest answer still closes its JSON
     assert props["status"] == contract_schema("ExploreResult")["properties"]["status"]  # enums untouched
+
+
+# --- the outcome carries the conversation; a later segment continues the steps ---------------
+
+
+def _direct(
+    workspace: Path, tmp_path: Path, turns: list[Turn], *, step_offset: int = 0, emit_run_ended: bool = True
+) -> tuple[LoopOutcome, list[Event], ScriptedModel, list[Message]]:
+    """``run_loop`` itself (no launcher): its outcome, its trace's events and the scripted model."""
+    model = ScriptedModel(turns)
+    tools = build_tools(["Grep", "Read"], "full")
+    trace = TraceWriter(tmp_path / "direct.jsonl", "run-direct")
+    spec = LoopSpec(
+        max_steps=5, context_token_budget=12000, total_token_budget=60000, timeout_s=30, contract=None
+    )
+    loop_deps = LoopDeps(
+        model=model,
+        tools=tools,
+        gate=PermissionGate(mode="readonly_subagent", allowlist=frozenset(tools)),
+        tool_context=Workspace(workspace),
+        workspace_root=workspace,
+        trace=trace,
+        step_offset=step_offset,
+        emit_run_ended=emit_run_ended,
+    )
+    start = [
+        Message(role="system", content="Answer from the tools."),
+        Message(role="user", content="Where is login?"),
+    ]
+    try:
+        outcome = run_loop(spec, loop_deps, start)
+    finally:
+        trace.close()
+    return outcome, read_trace(trace.path), model, start
+
+
+def test_the_outcome_returns_the_conversation(workspace: Path, tmp_path: Path) -> None:
+    turns = [tool_call("Grep", pattern="def login"), final("login is defined in app/auth.py:4.")]
+    outcome, events, model, start = _direct(workspace, tmp_path, turns)
+    assert outcome.terminal_reason == "completed"
+    assert [m.role for m in outcome.messages] == ["system", "user", "assistant", "tool", "assistant"]
+    assert outcome.messages[:2] == start
+    assert outcome.messages[2].tool_calls[0].name == "Grep"
+    assert "app/auth.py:4" in outcome.messages[3].content  # the tool result the model saw
+    assert outcome.messages[-1].content == "login is defined in app/auth.py:4."  # the answer, as written
+    assert model.requests[-1].messages == outcome.messages[:-1]  # the last prompt, then the answer
+    assert "messages" not in outcome.model_dump()  # in memory only: results and traces never carry it
+    assert sum(isinstance(e, RunEnded) for e in events) == 1
+
+
+def test_a_later_segment_continues_the_steps_and_leaves_run_ended_to_its_caller(
+    workspace: Path, tmp_path: Path
+) -> None:
+    turns = [tool_call("Grep", pattern="def login"), final("login is defined in app/auth.py:4.")]
+    outcome, events, _, _ = _direct(workspace, tmp_path, turns, step_offset=3, emit_run_ended=False)
+    assert outcome.steps == 2  # the segment's own steps; the offset only numbers its events
+    assert [(e.kind, e.step) for e in events if e.kind in ("model_called", "tool_started")] == [
+        ("model_called", 3),
+        ("tool_started", 4),
+        ("model_called", 4),
+    ]
+    assert min(e.step for e in events) == 3
+    assert not any(isinstance(e, RunEnded) for e in events)

@@ -311,22 +311,23 @@ def test_read_shows_a_window_around_the_line(ws: Workspace, tools: dict[str, Too
     lines = out.text.splitlines()
     assert lines[0] == "File: pkg/long.py — lines 90-139 of 200"
     assert lines[1] == "    90\tvalue_90 = 90" and lines[50] == "   139\tvalue_139 = 139"
-    assert out.spans == [Span("pkg/long.py", 90, 139)]
+    # The window is seen; the asked line is also marked on its own, as the line worth citing.
+    assert out.spans == [Span("pkg/long.py", 90, 139), Span("pkg/long.py", 100, 100)]
     assert lines[-1] == "Next: finish citing pkg/long.py:100"
     top = call(tools["Read"], ws, path="pkg/long.py", line=3)
-    assert top.spans == [Span("pkg/long.py", 1, 50)]
+    assert top.spans == [Span("pkg/long.py", 1, 50), Span("pkg/long.py", 3, 3)]
     assert call(tools["Read"], ws, path="pkg/long.py").spans == [Span("pkg/long.py", 1, 50)]
 
 
 def test_read_window_size_is_the_harness_s(ws: Workspace) -> None:
     read = build_tools(["Read"], limits=ObservationLimits(read_window=20))["Read"]
-    assert call(read, ws, path="pkg/long.py", line=50).spans == [Span("pkg/long.py", 40, 59)]
+    assert call(read, ws, path="pkg/long.py", line=50).spans[0] == Span("pkg/long.py", 40, 59)
     assert call(read, ws, path="pkg/long.py", line=50, window=400).status == "error"
 
 
 def test_read_end_of_file(ws: Workspace, tools: dict[str, Tool]) -> None:
     out = call(tools["Read"], ws, path="pkg/loaders.py", line=14)
-    assert out.spans == [Span("pkg/loaders.py", 4, 15)]
+    assert out.spans[0] == Span("pkg/loaders.py", 4, 15)
     assert next_line(out.text) == "Next: finish citing pkg/loaders.py:14 (this is the end of the file)"
     past = call(tools["Read"], ws, path="pkg/long.py", line=5000)
     assert past.status == "ok" and "Line 5000 is past the end of the file (200 lines)" in past.text
@@ -339,7 +340,7 @@ def test_read_finds_a_guessed_path(ws: Workspace, tools: dict[str, Tool]) -> Non
     out = call(tools["Read"], ws, path="src/pkg/loaders.py", line=5)
     assert out.status == "ok"
     assert out.text.startswith('"src/pkg/loaders.py" does not exist; showing "pkg/loaders.py".')
-    assert out.spans == [Span("pkg/loaders.py", 1, 15)]
+    assert out.spans[0] == Span("pkg/loaders.py", 1, 15)
     (ws.root / "other").mkdir()
     (ws.root / "other" / "loaders.py").write_text("x = 1\n")
     ambiguous = call(tools["Read"], ws, path="lib/loaders.py")

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
+from subagent_lab.core.tool import ToolError
 from subagent_lab.core.trace import Redactor, RunEnded, TraceWriter
+from subagent_lab.tools.glob import find_paths
 from subagent_lab.workspace.sandbox import Workspace
 
 MAX_CONTEXT_DEPTH = 12
@@ -38,7 +41,32 @@ def workspace_overview(workspace: Workspace, limit: int = 40) -> str:
     return "Workspace top level: " + (", ".join(entries[:limit]) or "(empty)") + more
 
 
-def render_task(task: str, context: dict[Any, Any] | None, overview: str | None = None) -> str:
+NAMED_FILE = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.[A-Za-z]\w{0,4})(?![\w/-])")
+"""A file name in a task's text: ``loaders.py``, ``yaml/constructor.py``."""
+MAX_NAMED_FILES = 5
+
+
+def task_files(workspace: Workspace, task: str) -> list[str]:
+    """The workspace files a task names, workspace-relative (at most ``MAX_NAMED_FILES``).
+
+    A bare name (``loaders.py``) is looked up anywhere in the workspace and kept only when one file
+    has it; secret and ignored files never count (``find_paths`` applies the workspace's policy).
+    """
+    found: list[str] = []
+    for name in dict.fromkeys(NAMED_FILE.findall(task)):
+        try:
+            matches = find_paths(workspace, "**/" + name.rsplit("/", 1)[-1]).paths
+        except ToolError:
+            continue
+        files = [p for p in matches if p == name or p.endswith("/" + name)]
+        if len(files) == 1 and files[0] not in found:
+            found.append(files[0])
+    return found[:MAX_NAMED_FILES]
+
+
+def render_task(
+    task: str, context: dict[Any, Any] | None, overview: str | None = None, files: list[str] | None = None
+) -> str:
     """The child's first user message: the task, the parent's structured context, the layout."""
     parts = [task.strip()]
     if context:
@@ -46,6 +74,8 @@ def render_task(task: str, context: dict[Any, Any] | None, overview: str | None 
         parts.append(f"Context from the parent agent (JSON):\n{rendered}")
     if overview:
         parts.append(overview)
+    if files:
+        parts.append("Files named in the task: " + ", ".join(files))
     return "\n\n".join(parts)
 
 

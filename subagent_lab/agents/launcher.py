@@ -17,7 +17,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from subagent_lab.agents.launch_io import GuardedTrace, plain_json, render_task, workspace_overview
+from subagent_lab.agents.launch_io import (
+    GuardedTrace,
+    plain_json,
+    render_task,
+    task_files,
+    workspace_overview,
+)
 from subagent_lab.config.agent_profile import AgentProfile
 from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile
 from subagent_lab.core.loop import LoopDeps, LoopOutcome, LoopSpec, run_loop
@@ -32,7 +38,7 @@ from subagent_lab.core.trace import (
     new_id,
     to_json,
 )
-from subagent_lab.core.types import ConfigError, Message, ModelChoice, TerminalReason, Usage
+from subagent_lab.core.types import ConfigError, Message, ModelChoice, Span, TerminalReason, Usage
 from subagent_lab.local_models import factory
 from subagent_lab.local_models.factory import ModelFactory
 from subagent_lab.tools.registry import build_tools
@@ -274,7 +280,9 @@ class SubagentLauncher:
         except OSError as exc:  # removed or made unreadable since the launcher was created
             overview = None
             problem = f"workspace {self.workspace.root} is unavailable: {type(exc).__name__}: {exc}"
-        system_prompt, task = profile.system_prompt, render_task(request.task, request.context, overview)
+        named = task_files(self.workspace, request.task) if profile.task_paths and problem is None else []
+        system_prompt = profile.system_prompt
+        task = render_task(request.task, request.context, overview, named)
         trace.emit(
             RunStarted(
                 run_id=trace.run_id,
@@ -333,6 +341,7 @@ class SubagentLauncher:
                     grep_max_matches=profile.grep_max_matches,
                     read_window=profile.read_window,
                     glob_max_results=profile.glob_max_results,
+                    read_outline=profile.read_outline,
                 ),
             ),
             gate=PermissionGate(mode="readonly_subagent", allowlist=frozenset(profile.tools)),
@@ -340,6 +349,7 @@ class SubagentLauncher:
             workspace_root=self.workspace.root,
             trace=trace,
             cancel=cancel,
+            shown=[Span(path) for path in named],
         )
         messages = [Message(role="system", content=system_prompt), Message(role="user", content=task)]
         return run_loop(spec, deps, messages)

@@ -17,7 +17,6 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from subagent_lab.agents.launcher import (
     ModelFactory,
@@ -35,7 +34,6 @@ from subagent_lab.agents.result import (
     Verdict,
     VerificationRecord,
     child_record,
-    ended_fields,
     gate_passes,
     merge_outcomes,
     roll_up,
@@ -45,10 +43,9 @@ from subagent_lab.config.agent_profile import AgentProfile
 from subagent_lab.config.profiles import LabConfig, ModelConfig
 from subagent_lab.core.budget import MIN_OUTPUT_TOKENS
 from subagent_lab.core.loop import LoopDeps, LoopOutcome, LoopSpec, run_loop
-from subagent_lab.core.model import Model
 from subagent_lab.core.permissions import AskPolicy, PermissionGate
 from subagent_lab.core.trace import PromptAdded, RunEnded, RunStarted, TraceWriter, new_id, to_json
-from subagent_lab.core.types import ConfigError, Message, ModelRequest, ModelResponse
+from subagent_lab.core.types import ConfigError, Message
 from subagent_lab.local_models import factory
 from subagent_lab.tools.edit import ReadStamps
 from subagent_lab.workspace.bwrap import BashSandbox
@@ -56,35 +53,6 @@ from subagent_lab.workspace.sandbox import Workspace
 from subagent_lab.workspace.scratch import ScratchCopy, make_scratch
 
 __all__ = ["MainAgent", "MainRunResult"]
-
-
-class _RecordingModel:
-    """Passes calls through, remembering the last prompt so the conversation can be continued."""
-
-    def __init__(self, inner: Model) -> None:
-        self.inner = inner
-        self.last_messages: list[Message] = []
-
-    def complete(self, request: ModelRequest) -> ModelResponse:
-        self.last_messages = list(request.messages)
-        return self.inner.complete(request)
-
-
-class _SegmentTrace(TraceWriter):
-    """The run's trace as one loop segment sees it: steps offset, the segment's RunEnded held back."""
-
-    def __init__(self, inner: TraceWriter, step_offset: int) -> None:  # owns no file: no super()
-        self.inner, self.path, self.run_id = inner, inner.path, inner.run_id
-        self.step_offset = step_offset
-
-    def emit(self, event: Any) -> None:
-        if isinstance(event, RunEnded):
-            return  # the main agent writes one RunEnded for the whole run
-        event.step += self.step_offset
-        self.inner.emit(event)
-
-    def close(self) -> None:
-        return None
 
 
 class MainAgent:
@@ -242,7 +210,7 @@ class MainAgent:
         answer: str | None = None
         try:
             try:
-                model = _RecordingModel(self.model_factory(used, model_cfg))
+                model = self.model_factory(used, model_cfg)
             except Exception as exc:  # the endpoint could not be set up: a model error, not a crash
                 detail = f"model setup failed: {exc}"
                 outcomes.append(LoopOutcome(terminal_reason="model_error", status="failed", detail=detail))
@@ -254,8 +222,11 @@ class MainAgent:
                     gate=gate,
                     tool_context=ctx,
                     workspace_root=workspace.root,
-                    trace=_SegmentTrace(trace, sum(o.steps for o in outcomes)),
+                    trace=trace,
                     cancel=cancel,
+                    # Step numbers continue across segments; the run's one RunEnded is written below.
+                    step_offset=sum(o.steps for o in outcomes),
+                    emit_run_ended=False,
                 )
                 outcome = run_loop(spec, deps, messages)
                 outcomes.append(outcome)
@@ -274,9 +245,8 @@ class MainAgent:
                 if spec is None:
                     break
                 feedback = _feedback(record, len(checks), self.profile.max_verification_retries)
-                said = str((outcome.contract or {}).get("answer", answer))  # as the model wrote it
-                messages = [*model.last_messages, Message(role="assistant", content=said)]
-                messages.append(Message(role="user", content=feedback))
+                # The outcome's conversation ends with the answer as the model wrote it.
+                messages = [*outcome.messages, Message(role="user", content=feedback)]
                 step = sum(o.steps for o in outcomes)
                 trace.emit(PromptAdded(run_id=run_id, step=step, purpose="verification", content=feedback))
             result = self._result(
@@ -289,7 +259,7 @@ class MainAgent:
                 scratch,
             )
             result = MainRunResult.model_validate_json(redactor(to_json(result)))  # masked like the trace
-            trace.emit(RunEnded(run_id=run_id, step=result.steps, **ended_fields(result)))
+            trace.emit(RunEnded(run_id=run_id, step=result.steps, **result.ended_fields()))
         finally:
             trace.close()
         return result

@@ -112,6 +112,7 @@ def merge_outcomes(outcomes: list[LoopOutcome]) -> dict[str, Any]:
         repairs_used=sum(o.repairs_used for o in outcomes),
         grace_used=any(o.grace_used for o in outcomes),
         model_time_s=sum(o.model_time_s for o in outcomes),
+        prompt_counts_exact=all(o.prompt_counts_exact for o in outcomes),
     )
 
 
@@ -130,16 +131,6 @@ def child_record(result: SubagentResult, via: Literal["task", "verification"]) -
         result=result.contract,
         trace_path=result.trace_path,
     )
-
-
-def ended_fields(result: MainRunResult) -> dict[str, Any]:
-    """The fields of the run's single ``RunEnded`` event."""
-    return result.model_dump(
-        include={
-            "terminal_reason", "status", "detail", "contract", "usage", "steps", "model_calls",
-            "repairs_used", "grace_used", "elapsed_s", "model_time_s", "grounded_ratio",
-        }
-    )  # fmt: skip
 
 
 def roll_up(

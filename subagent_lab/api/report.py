@@ -61,7 +61,9 @@ def _e(value: object) -> str:
 def _table(df: pd.DataFrame) -> str:
     if df.empty:
         return "<p class='sl-muted'>(no rows)</p>"
-    html = df.to_html(index=False, na_rep="–", float_format=lambda v: f"{v:.3g}", classes="sl-table", border=0)
+    html = df.to_html(
+        index=False, na_rep="–", float_format=lambda v: f"{v:.3g}", classes="sl-table", border=0
+    )
     return f"<div class='sl-scroll'>{html}</div>"  # a wide table scrolls in its box, not the page
 
 

@@ -110,6 +110,21 @@ class RuntimeProfile(_Frozen):
     min_evidence: int = Field(default=0, ge=0, le=10)
     """With ``evidence_from_seen``: the final answer must cite at least this many seen lines (when
     any were seen). 0 lets an answer that something does not exist cite nothing."""
+    read_outline: int = Field(default=0, ge=0, le=200)
+    """A Read also lists up to this many ``class``/``def`` lines of the rest of the file, each one
+    citable (0: none). Small models stop after one window; the outline shows the file's shape."""
+    cite_anchors: bool = False
+    """With ``evidence_from_seen``: the evidence may cite only the lines a tool marked as worth
+    citing (Grep matches, a Read's asked line and definitions, outline entries), not every line
+    of a window."""
+    max_evidence: int = Field(default=6, ge=1, le=50)
+    """The most evidence items the final answer's grammar allows."""
+    absence_check: bool = False
+    """Before the final answer, one yes/no call: did the tools show what the task asks for? On
+    "no" the answer cites nothing and says so (an ``absent`` task's right answer)."""
+    task_paths: bool = False
+    """Files the task names (``loaders.py``) that exist in the workspace count as shown: Read may
+    open them first, and the task lists where they are."""
     model_overrides: dict[ModelChoice, dict[str, Any]] = Field(default_factory=dict)
     """Per-model tuning of this profile (e.g. a stricter scaffold for ``light``), applied before a
     request's own overrides when that model runs; recorded with the run."""

@@ -41,7 +41,7 @@ class Budget:
                 "context_budget", f"prompt needs {prompt_tokens} tokens > context budget {self.context}"
             )
         cap = self.output_cap(prompt_tokens, wanted)
-        if cap < MIN_OUTPUT_TOKENS:
+        if cap < min(MIN_OUTPUT_TOKENS, wanted):  # a short question needs only its own cap
             raise LimitReached(
                 "token_budget", f"{self.remaining} tokens left, next call needs {prompt_tokens} + output"
             )

@@ -8,14 +8,14 @@ conservative estimate; every decision and call is a trace event.
 from __future__ import annotations
 
 import time
-from typing import Literal
+from typing import Any, Literal
 
 from subagent_lab.core.context import compact
 from subagent_lab.core.contracts import contract_schema
 from subagent_lab.core.dispatch import FINISH_SCHEMA
 from subagent_lab.core.loop_state import LoopDeps, LoopSpec, RunState
 from subagent_lab.core.model import ModelCallError
-from subagent_lab.core.provenance import bounded_answer, constrain_evidence, evidence_choices
+from subagent_lab.core.provenance import bounded_answer, citable, constrain_evidence, evidence_choices
 from subagent_lab.core.tokens import TokenCount, prompt_counter
 from subagent_lab.core.trace import BudgetDecision, Compacted, ModelCalled, ModelCallFailed
 from subagent_lab.core.types import (
@@ -28,7 +28,7 @@ from subagent_lab.core.types import (
     Usage,
 )
 
-Purpose = Literal["step", "final", "repair", "grace"]
+Purpose = Literal["step", "final", "repair", "grace", "check"]
 COMPACT_TARGET = 0.7
 """Compaction shrinks the prompt to this share of the context budget, so it does not run every step."""
 
@@ -46,18 +46,17 @@ def call_model(
     phase: Literal["act", "final"] = "act",
     allowed_tools: list[str] | None = None,
     arg_choices: dict[str, dict[str, list[str]]] | None = None,
+    schema: dict[str, Any] | None = None,
+    max_tokens: int | None = None,
 ) -> ModelResponse:
+    """One model call behind its budget decision. ``schema`` replaces the final answer's schema
+    and ``max_tokens`` the phase's output cap (a short question of the harness's own)."""
     if deps.cancel is not None and deps.cancel.is_set():
         raise Cancelled("cancelled by the caller")
     time_left = spec.timeout_s - (time.monotonic() - state.started)
     if time_left <= 0:
         raise LimitReached("timeout", f"wall-clock limit of {spec.timeout_s:.0f}s reached")
-    final_schema = None
-    if spec.contract:
-        final_schema = contract_schema(spec.contract)
-        if spec.evidence_from_seen:
-            final_schema = constrain_evidence(final_schema, evidence_choices(state.seen), spec.min_evidence)
-        final_schema = bounded_answer(final_schema, spec.max_output_tokens)
+    final_schema = schema if schema is not None else answer_schema(spec, state)
     request = ModelRequest(
         messages=state.messages,
         tools=[*(t.schema() for t in deps.tools.values()), FINISH_SCHEMA],
@@ -73,7 +72,7 @@ def call_model(
     )
     count = fit_context(spec, deps, state, request)
     request = request.model_copy(update={"messages": list(state.messages)})
-    wanted = spec.action_max_tokens if phase == "act" else spec.max_output_tokens
+    wanted = max_tokens or (spec.action_max_tokens if phase == "act" else spec.max_output_tokens)
     cap = state.budget.output_cap(count.tokens, wanted)
     decision = BudgetDecision(
         run_id=deps.trace.run_id,
@@ -142,6 +141,24 @@ def call_model(
         )
     )
     return response
+
+
+def answer_schema(spec: LoopSpec, state: RunState) -> dict[str, Any] | None:
+    """The final answer's schema: the contract's, its evidence limited to what the tools showed
+    (only the citable lines with ``cite_anchors``; none after an absence check said "no")."""
+    if not spec.contract:
+        return None
+    schema = contract_schema(spec.contract)
+    if spec.evidence_from_seen:
+        if state.absent:
+            choices: list[str] = []
+        elif spec.cite_anchors:
+            choices = citable(state.seen_groups)
+        else:
+            choices = evidence_choices(state.seen)
+        minimum = 0 if state.absent else spec.min_evidence
+        schema = constrain_evidence(schema, choices, minimum, spec.max_evidence)
+    return bounded_answer(schema, spec.max_output_tokens)
 
 
 def _lost_attempts(count: TokenCount, attempts: int) -> Usage:

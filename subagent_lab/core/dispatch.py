@@ -78,6 +78,7 @@ def run_tools(
         new = new or digest not in state.observations
         state.observations.add(digest)
         state.seen.extend(outcome.spans)
+        state.seen_groups.append(list(outcome.spans))
     messages = [
         Message(role="tool", content=o.text, tool_call_id=c.id, name=c.name)
         for c, (o, _) in zip(calls, outcomes, strict=True)

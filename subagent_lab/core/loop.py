@@ -12,18 +12,26 @@ from __future__ import annotations
 
 import time
 import traceback
-from typing import Any
+from dataclasses import replace
+from typing import Any, NoReturn
 
 from subagent_lab.core.budget import Budget
 from subagent_lab.core.calls import Purpose, call_model
 from subagent_lab.core.contracts import ground_evidence, grounded_ratio, parse_contract
 from subagent_lab.core.dispatch import FINISH, executed_calls, run_tools, seen_locations, seen_paths
 from subagent_lab.core.loop_state import LoopDeps, LoopOutcome, LoopSpec, RunState
-from subagent_lab.core.provenance import seen_check
+from subagent_lab.core.provenance import (
+    citable,
+    line_texts,
+    listed_location,
+    rank_citable,
+    seen_check,
+)
 from subagent_lab.core.trace import (
     ContractChecked,
     PromptAdded,
     RunEnded,
+    ShiftedTrace,
 )
 from subagent_lab.core.types import (
     LIMIT_REASONS,
@@ -41,6 +49,8 @@ from subagent_lab.core.types import (
 FINAL_PROMPT = (
     "Now give your final answer as the JSON object described above, from what the tools showed you."
 )
+CITABLE_LISTED = 8
+"""Citable locations listed in the final prompt (small models cite what is in front of them)."""
 FINAL_PROMPT_FREE = "Now give your final answer, from what the tools showed you."
 GRACE_PROMPT = (
     "You have reached a limit ({why}). You cannot call tools any more. Give your final answer now, "
@@ -54,13 +64,31 @@ RETRY_PROMPT = (
     "[Your last reply was not one complete action ({why}). Reply with one short action: a brief "
     "thought and one tool call, or finish.]"
 )
+CHECK_PROMPT = (
+    "Before your final answer, one question: did the tools show you code that does what the task "
+    'asks for? Reply {"found": "yes"} or {"found": "no"}.'
+)
+CHECK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"found": {"type": "string", "enum": ["yes", "no"]}},
+    "required": ["found"],
+    "additionalProperties": False,
+}
+ABSENT_PROMPT = (
+    " You found that it does not exist in the workspace: cite no evidence, and say in the summary "
+    "that there is no such code."
+)
 REPAIR_PROMPT = "Your final answer was rejected:\n{errors}\nReply again with one corrected answer only."
 
 
 def run_loop(spec: LoopSpec, deps: LoopDeps, messages: list[Message]) -> LoopOutcome:
     """Run until a contract is accepted or a ``Stop`` ends the run; always returns a value."""
+    if deps.step_offset:
+        deps = replace(deps, trace=ShiftedTrace(deps.trace, deps.step_offset))
     state = RunState(
-        messages=list(messages), budget=Budget(spec.total_token_budget, spec.context_token_budget)
+        messages=list(messages),
+        budget=Budget(spec.total_token_budget, spec.context_token_budget),
+        seen=list(deps.shown),
     )
     contract: dict[str, Any] | None = None
     try:
@@ -76,7 +104,8 @@ def run_loop(spec: LoopSpec, deps: LoopDeps, messages: list[Message]) -> LoopOut
     except Exception as exc:  # a harness bug: record it, never lose the run
         reason, detail = "crashed", "".join(traceback.format_exception(exc))[-4000:]
     outcome = _outcome(spec, state, reason, detail, contract)
-    deps.trace.emit(RunEnded(run_id=deps.trace.run_id, step=state.steps, **_ended_fields(outcome)))
+    if deps.emit_run_ended:
+        deps.trace.emit(RunEnded(run_id=deps.trace.run_id, step=state.steps, **outcome.ended_fields()))
     return outcome
 
 
@@ -149,7 +178,7 @@ def _finish(spec: LoopSpec, deps: LoopDeps, state: RunState, response: ModelResp
     if candidate:
         errors = _check_final(spec, deps, state, candidate)
         if not errors:
-            raise Finished(_payload(spec, candidate))
+            _accept(spec, state, candidate)
         if state.repairs >= spec.max_repairs:
             raise OutputInvalid("; ".join(errors)[:2000])
         state.messages.append(Message(role="assistant", content=candidate))
@@ -162,17 +191,51 @@ def _finish(spec: LoopSpec, deps: LoopDeps, state: RunState, response: ModelResp
             Message(role="tool", content="Finishing.", tool_call_id=c.id, name=c.name)
             for c in response.tool_calls
         )
-        _add_prompt(deps, state, "final", _final_prompt(spec, state))
+        if spec.absence_check and spec.contract and state.seen:
+            _check_absence(spec, deps, state)
+        _add_prompt(deps, state, "final", _final_prompt(spec, deps, state))
     _final_answer(spec, deps, state, "repair" if candidate else "final")
 
 
-def _final_prompt(spec: LoopSpec, state: RunState, lead: str | None = None) -> str:
+def _check_absence(spec: LoopSpec, deps: LoopDeps, state: RunState) -> None:
+    """Ask whether the tools showed what the task asks for; "no" makes the answer cite nothing.
+
+    Small models cite what they saw whether or not it answers the task; asked the question alone,
+    with a yes/no grammar, they can say the thing is absent, and the answer's grammar follows.
+    """
+    _add_prompt(deps, state, "check", CHECK_PROMPT)
+    response = call_model(spec, deps, state, "check", phase="final", schema=CHECK_SCHEMA, max_tokens=12)
+    state.messages.append(Message(role="assistant", content=response.text))
+    state.absent = '"no"' in response.text.replace(" ", "")
+
+
+def _final_prompt(spec: LoopSpec, deps: LoopDeps, state: RunState, lead: str | None = None) -> str:
     prompt = lead or (FINAL_PROMPT if spec.contract else FINAL_PROMPT_FREE)
+    if state.absent:
+        return prompt + ABSENT_PROMPT
+    if spec.contract and spec.cite_anchors:
+        return prompt + _citable_listing(deps, state)
     locations = seen_locations(state)
     if spec.contract and locations:
         # Small models leave evidence empty unless the citable places are in front of them.
         prompt += " Locations the tools showed you (cite those that answer the task): " + ", ".join(locations)
     return prompt
+
+
+def _citable_listing(deps: LoopDeps, state: RunState) -> str:
+    """The citable lines, those holding the task's words first, each with its text.
+
+    Small models cite the first locations in front of them; a listing in the order seen put the
+    asked line first and unrelated outline entries next, which halved precision.
+    """
+    items = citable(state.seen_groups)
+    if not items:
+        return ""
+    task = next((str(m.content) for m in state.messages if m.role == "user"), "")
+    texts = line_texts(items, deps.workspace_root)
+    ranked = rank_citable(items, texts, task)[:CITABLE_LISTED]
+    lines = "\n".join(f"- {listed_location(item, texts)}" for item in ranked)
+    return f" Locations the tools showed you, most relevant first (cite those that answer the task):\n{lines}"
 
 
 def _final_answer(spec: LoopSpec, deps: LoopDeps, state: RunState, purpose: Purpose) -> None:
@@ -182,12 +245,19 @@ def _final_answer(spec: LoopSpec, deps: LoopDeps, state: RunState, purpose: Purp
         state.repairs += purpose == "repair"  # counted once the repair call happened
         errors = _check_final(spec, deps, state, text)
         if not errors:
-            raise Finished(_payload(spec, text))
+            _accept(spec, state, text)
         if state.repairs >= spec.max_repairs:
             raise OutputInvalid("; ".join(errors)[:2000])
         state.messages.append(Message(role="assistant", content=text))
         _add_prompt(deps, state, "repair", REPAIR_PROMPT.format(errors="\n".join(f"- {e}" for e in errors)))
         purpose = "repair"
+
+
+def _accept(spec: LoopSpec, state: RunState, text: str) -> NoReturn:
+    """The answer stands: it ends the conversation (as the model wrote it) and the run."""
+    payload = _payload(spec, text)
+    state.messages.append(Message(role="assistant", content=text))
+    raise Finished(payload)
 
 
 def _payload(spec: LoopSpec, text: str) -> dict[str, Any]:
@@ -234,7 +304,10 @@ def _check_final(spec: LoopSpec, deps: LoopDeps, state: RunState, text: str) -> 
 def _grace(spec: LoopSpec, deps: LoopDeps, state: RunState, stop: Stop) -> dict[str, Any] | None:
     """One final-answer call without tools to collect findings; None if it cannot fit or fails."""
     _add_prompt(
-        deps, state, "grace", _final_prompt(spec, state, GRACE_PROMPT.format(why=stop.detail or stop.reason))
+        deps,
+        state,
+        "grace",
+        _final_prompt(spec, deps, state, GRACE_PROMPT.format(why=stop.detail or stop.reason)),
     )
     try:
         _final_answer(spec, deps, state, "grace")
@@ -277,12 +350,5 @@ def _outcome(
         grounded_ratio=state.grounded if contract is not None else None,
         seen_ratio=state.seen_ratio if contract is not None else None,
         prompt_counts_exact=state.counts_exact,
+        messages=state.messages,
     )
-
-
-_ENDED = set(RunEnded.model_fields) & set(LoopOutcome.model_fields)
-"""The outcome fields a ``run_ended`` event records (defined once, by the event)."""
-
-
-def _ended_fields(outcome: LoopOutcome) -> dict[str, Any]:
-    return outcome.model_dump(include=_ENDED)

@@ -17,7 +17,7 @@ from subagent_lab.core.model import Model
 from subagent_lab.core.permissions import PermissionGate
 from subagent_lab.core.tokens import PromptCounter
 from subagent_lab.core.tool import Tool
-from subagent_lab.core.trace import TraceWriter
+from subagent_lab.core.trace import RunEnded, TraceSink
 from subagent_lab.core.types import Message, RunStatus, Span, TerminalReason, Usage
 
 
@@ -53,6 +53,12 @@ class LoopSpec:
     """The final answer's evidence items are limited by the grammar to lines a tool has shown."""
     min_evidence: int = 0
     """With ``evidence_from_seen``: the least number of seen lines the final answer must cite."""
+    max_evidence: int = 6
+    """The most evidence items the final answer may cite."""
+    cite_anchors: bool = False
+    """With ``evidence_from_seen``: evidence only from the lines tools marked as citable."""
+    absence_check: bool = False
+    """A yes/no call before the final answer; "no" makes the answer cite nothing."""
     finish_after_stale: int = 0
     """After this many consecutive stale turns the grammar offers only ``finish`` (0: never)."""
     read_after_hits: bool = False
@@ -70,10 +76,17 @@ class LoopDeps:
     gate: PermissionGate
     tool_context: Any
     workspace_root: Path
-    trace: TraceWriter
+    trace: TraceSink
     cancel: threading.Event | None = None
     counter: PromptCounter | None = None
     """Counts a request's prompt tokens; None takes the model's own counter, else the estimate."""
+    shown: list[Span] = field(default_factory=list)
+    """Locations counted as shown before the first step (the files a task names)."""
+    step_offset: int = 0
+    """Steps earlier loop segments of the same run took (a parent re-entering its loop after a
+    verification verdict): added to the step of every event, so the trace's steps continue."""
+    emit_run_ended: bool = True
+    """False when the caller writes the run's one ``RunEnded`` itself (a run of several segments)."""
 
 
 class LoopOutcome(BaseModel):
@@ -98,6 +111,18 @@ class LoopOutcome(BaseModel):
     """Share of evidence items inside a location the run's tools showed the model."""
     prompt_counts_exact: bool = True
     """False when any pre-call count of this run was an estimate (no tokenizer for the model)."""
+    messages: list[Message] = Field(default_factory=list, exclude=True, repr=False)
+    """The conversation as the run left it, an accepted final answer last (a caller continues it
+    from here). In memory only: never serialized, so a result built from a dump of the outcome
+    (``SubagentResult``, ``MainRunResult``) does not carry it; the trace holds the run's text."""
+
+    def ended_fields(self) -> dict[str, Any]:
+        """The fields of the run's ``RunEnded`` event: all the event and the outcome share."""
+        return self.model_dump(include=_ENDED)
+
+
+_ENDED = set(RunEnded.model_fields) & set(LoopOutcome.model_fields)
+"""The outcome fields a ``run_ended`` event records (defined once, by the event)."""
 
 
 @dataclass
@@ -130,6 +155,10 @@ class RunState:
     repeated_tools: set[str] = field(default_factory=set)
     """Tools whose call last turn repeated an earlier one: not offered this turn."""
     seen: list[Span] = field(default_factory=list)
+    absent: bool = False
+    """The absence check answered "no": the final answer cites nothing."""
+    seen_groups: list[list[Span]] = field(default_factory=list)
+    """``seen``, one list per observation, oldest first (what to offer as citable, newest first)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     grounded: float | None = None
     seen_ratio: float | None = None

@@ -7,6 +7,8 @@ tool of this run showed them to the model: a Grep match line, or lines inside a 
 from __future__ import annotations
 
 import copy
+import re
+from pathlib import Path
 from typing import Any
 
 from subagent_lab.core.contracts import parse_evidence
@@ -39,9 +41,157 @@ def evidence_choices(seen: list[Span], limit: int = MAX_EVIDENCE_CHOICES) -> lis
     return list(items)[-limit:]
 
 
-def constrain_evidence(schema: dict[str, Any], choices: list[str], min_items: int = 0) -> dict[str, Any]:
+def citable(groups: list[list[Span]], limit: int = MAX_EVIDENCE_CHOICES) -> list[str]:
+    """The ``path:line`` items worth citing, newest observation first: the single-line spans the
+    tools marked (Grep matches, a Read's asked line and the definitions it showed, outline
+    entries), at most ``limit``; every seen line (``evidence_choices``) when no tool marked one.
+
+    Offered as the final answer's evidence, they keep a small model from citing a whole window
+    line by line: the lines it is shown in the prompt are the ones a person would cite.
+    """
+    items: dict[str, None] = {}
+    for group in reversed(groups):
+        for span in group:
+            if span.start >= 1 and span.start == span.end:
+                items.setdefault(f"{span.path}:{span.start}", None)
+    if not items:
+        return evidence_choices([s for g in groups for s in g], limit)
+    return list(items)[:limit]
+
+
+WORD = re.compile(r"[A-Za-z][A-Za-z0-9]+")
+STOPWORDS = frozenset(
+    [
+        "the",
+        "and",
+        "for",
+        "that",
+        "this",
+        "with",
+        "from",
+        "what",
+        "where",
+        "which",
+        "how",
+        "does",
+        "find",
+        "list",
+        "all",
+        "each",
+        "defined",
+        "define",
+        "module",
+        "code",
+        "function",
+        "functions",
+        "class",
+        "classes",
+        "method",
+        "methods",
+        "file",
+        "files",
+        "when",
+        "into",
+        "its",
+        "there",
+        "say",
+        "such",
+        "has",
+        "have",
+        "not",
+        "none",
+        "are",
+        "can",
+        "will",
+        "would",
+        "should",
+        "then",
+        "than",
+        "them",
+        "they",
+        "their",
+        "used",
+        "uses",
+        "use",
+        "using",
+        "calls",
+        "called",
+        "call",
+        "implement",
+        "implements",
+        "implemented",
+        "explain",
+        "differs",
+        "default",
+    ]
+)
+LINE_TEXT_CHARS = 70
+"""Longest line text shown beside a listed location (longer is cut with an ellipsis)."""
+
+
+def _terms(text: str) -> set[str]:
+    """The lower-case words of ``text``, identifiers also split at ``_`` and case changes."""
+    words = set()
+    for token in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text):
+        words.add(token.lower())
+        words.update(
+            w.lower()
+            for part in token.split("_")
+            for w in WORD.findall(re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", part))
+        )
+    words |= {w[:-1] for w in words if len(w) > 4 and w.endswith("s")}  # "loaders" finds "Loader"
+    return {w for w in words if len(w) >= 3 and w not in STOPWORDS}
+
+
+def line_texts(items: list[str], root: Path) -> dict[str, str]:
+    """The text of each ``path:line`` item under ``root`` (missing or unreadable: no entry)."""
+    wanted: dict[str, set[int]] = {}
+    for item in items:
+        parsed = parse_evidence(item)
+        if parsed is not None:
+            wanted.setdefault(parsed[0], set()).add(parsed[1])
+    texts: dict[str, str] = {}
+    for rel, numbers in wanted.items():
+        last = max(numbers)
+        try:
+            with open(root / rel, encoding="utf-8", errors="replace") as fh:
+                for number, text in enumerate(fh, start=1):
+                    if number in numbers:
+                        texts[f"{rel}:{number}"] = text.strip()
+                    if number >= last:
+                        break
+        except OSError:
+            continue
+    return texts
+
+
+def rank_citable(items: list[str], texts: dict[str, str], task: str) -> list[str]:
+    """``items`` ordered by how many of the task's words their lines hold, ties kept in order.
+
+    A word found in more than half of four or more lines (the package's name, say) tells the lines
+    apart no better than chance and is not counted.
+    """
+    wanted = _terms(task)
+    line_terms = {item: _terms(texts.get(item, "")) & wanted for item in items}
+    if len(items) >= 4:
+        common = {w for w in wanted if sum(w in t for t in line_terms.values()) > len(items) / 2}
+        line_terms = {item: terms - common for item, terms in line_terms.items()}
+    return sorted(items, key=lambda item: -len(line_terms[item]))
+
+
+def listed_location(item: str, texts: dict[str, str]) -> str:
+    """``path:line`` with its line's text beside it, cut to ``LINE_TEXT_CHARS``."""
+    text = texts.get(item, "")
+    if len(text) > LINE_TEXT_CHARS:
+        text = text[: LINE_TEXT_CHARS - 1] + "…"
+    return f"{item}  {text}" if text else item
+
+
+def constrain_evidence(
+    schema: dict[str, Any], choices: list[str], min_items: int = 0, max_items: int | None = None
+) -> dict[str, Any]:
     """A copy of a contract schema whose ``evidence`` items can only be ``choices`` (none if empty),
-    at least ``min_items`` of them (as many as there are, if fewer).
+    at least ``min_items`` of them (as many as there are, if fewer) and at most ``max_items``.
 
     ``evidence`` also moves up to follow ``status``/``verdict``: decoding writes properties in
     schema order, and a small model that has written its findings first tends to leave the
@@ -61,6 +211,8 @@ def constrain_evidence(schema: dict[str, Any], choices: list[str], min_items: in
         evidence["items"] = {"type": "string", "enum": choices}
         if min_items:
             evidence["minItems"] = min(min_items, len(choices))
+        if max_items is not None:
+            evidence["maxItems"] = max(max_items, evidence.get("minItems", 0))
     else:
         evidence["items"] = {"type": "string"}
         evidence["maxItems"] = 0
@@ -71,11 +223,12 @@ def bounded_answer(schema: dict[str, Any], max_tokens: int) -> dict[str, Any]:
     """A copy of a contract schema whose strings and lists fit in ``max_tokens`` output tokens.
 
     A final answer cut at its output cap is unterminated JSON, and a repair costs a whole call:
-    the grammar instead keeps top-level strings to ~1/6 and list items to ~1/18 of the cap
-    (at ~3 characters a token), and lists to 6 items, so a complete answer fits.
+    the grammar instead keeps top-level strings to ~1/9 and list items to ~1/24 of the cap
+    (at ~3 characters a token), and lists to 4 items, so a complete answer fits. Short answers are
+    also fast ones: on a CPU every output token of the answer is ~0.1 s of a run's wall time.
     """
     out = copy.deepcopy(schema)
-    text, item, items = max(max_tokens // 2, 40), max(max_tokens // 6, 20), 6
+    text, item, items = max(max_tokens // 3, 40), max(max_tokens // 8, 20), 4
     for prop in out.get("properties", {}).values():
         if prop.get("type") == "string" and "enum" not in prop:
             prop["maxLength"] = min(prop.get("maxLength", text), text)

@@ -11,7 +11,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import IO, Annotated, Any, Literal
+from typing import IO, Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, Field, TypeAdapter
 from pydantic_core import PydanticSerializationError
@@ -98,7 +98,7 @@ class Compacted(_Event):
 
 class ModelCalled(_Event):
     kind: Literal["model_called"] = "model_called"
-    purpose: Literal["step", "final", "repair", "grace"]
+    purpose: Literal["step", "final", "repair", "grace", "check"]
     prompt_tokens_est: int
     """The pre-call count (see ``BudgetDecision``); ``usage.prompt_tokens`` is the provider's figure."""
     prompt_exact: bool = False
@@ -262,6 +262,26 @@ class TraceWriter:
             if self._fh is not None:
                 self._fh.close()
                 self._fh = None
+
+
+class TraceSink(Protocol):
+    """Where a run's events go: a ``TraceWriter``, or a ``ShiftedTrace`` view of one."""
+
+    run_id: str
+
+    def emit(self, event: _Event) -> None: ...
+
+
+class ShiftedTrace:
+    """A run's trace as a later loop segment of the run writes it: each event's step moved on by
+    ``offset``, the steps earlier segments took, so step numbers continue across segments."""
+
+    def __init__(self, inner: TraceSink, offset: int) -> None:
+        self.inner, self.run_id, self.offset = inner, inner.run_id, offset
+
+    def emit(self, event: _Event) -> None:
+        event.step += self.offset
+        self.inner.emit(event)
 
 
 def read_trace(path: str | Path) -> list[Event]:

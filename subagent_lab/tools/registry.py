@@ -37,7 +37,9 @@ def simple_tools(limits: ObservationLimits | None = None) -> dict[str, Tool]:
     """Every read-only tool of the small-model interface, by name, sized by ``limits``."""
     limits = limits or ObservationLimits()
     return {
-        "Read": Tool("Read", simple_read, bound={"window": limits.read_window}),
+        "Read": Tool(
+            "Read", simple_read, bound={"window": limits.read_window, "outline": limits.read_outline}
+        ),
         "Grep": Tool("Grep", simple_grep, bound={"max_matches": limits.grep_max_matches}),
         "Glob": Tool("Glob", simple_glob, bound={"max_results": limits.glob_max_results}),
     }

@@ -46,6 +46,9 @@ class ObservationLimits(BaseModel):
     """Lines one Read shows."""
     glob_max_results: int = Field(default=50, ge=1, le=1000)
     """Paths one Glob lists."""
+    read_outline: int = Field(default=0, ge=0, le=200)
+    """Definition lines (``class``/``def``) of the rest of the file one Read lists under the window,
+    each with its line number; 0 shows none."""
 
 
 # --- Read ------------------------------------------------------------------------------------
@@ -94,7 +97,51 @@ def _cite_line(window: Window, asked: int) -> int:
     return window.start
 
 
-def simple_read(ws: Workspace, path: str, line: int = 1, window: int = 50) -> Observation:
+DEFINITION = re.compile(r"^(?P<indent>[ \t]*)(?:async\s+def|def|class)\s+\w")
+OUTLINE_SCAN_LINES = 20_000
+"""Lines of a file scanned for its outline (longer files are outlined up to here)."""
+OUTLINE_LINE_CHARS = 90
+"""Longest definition line an outline shows; a longer one is not listed (it would be shown cut)."""
+
+
+def _definitions(ws: Workspace, rel: str) -> list[tuple[int, int, str]]:
+    """(line, indent, text) of each ``class``/``def`` line of a file, in order (none if unreadable)."""
+    found: list[tuple[int, int, str]] = []
+    try:
+        with open(ws.resolve(rel), encoding="utf-8", errors="replace") as fh:
+            for number, text in enumerate(fh, start=1):
+                if number > OUTLINE_SCAN_LINES:
+                    break
+                match = DEFINITION.match(text)
+                if match and len(text.rstrip()) <= OUTLINE_LINE_CHARS:
+                    found.append((number, len(match.group("indent").expandtabs()), text.rstrip()))
+    except (OSError, ToolError):
+        return []
+    return found
+
+
+def _outline(
+    defs: list[tuple[int, int, str]], shown: Window, asked: int, limit: int
+) -> list[tuple[int, str]]:
+    """Up to ``limit`` definition lines outside the window: outermost first, then nearest the asked line."""
+    outside = [d for d in defs if not shown.start <= d[0] <= shown.end]
+    ranked = sorted(outside, key=lambda d: (d[1] > 0, d[1] > 4, abs(d[0] - asked)))
+    return sorted((number, text) for number, _, text in ranked[:limit])
+
+
+def _anchors(shown: Window, asked: int) -> list[Span]:
+    """The lines of a window worth citing: the asked line and the definitions shown."""
+    lines = {asked} if asked > 1 and shown.start <= asked <= shown.end else set()  # 1: "the top"
+    for entry in shown.body:
+        number, _, text = entry.partition("\t")
+        if DEFINITION.match(text):
+            lines.add(int(number))
+    return [Span(display_path(shown.rel), n, n) for n in sorted(lines)]
+
+
+def simple_read(
+    ws: Workspace, path: str, line: int = 1, window: int = 50, outline: int = 0
+) -> Observation:
     """Show a numbered window of a text file around one line.
 
     The window starts a few lines before `line`, so the code around a Grep match is in view.
@@ -131,7 +178,14 @@ def simple_read(ws: Workspace, path: str, line: int = 1, window: int = 50) -> Ob
     out.line(f"File: {rel} — lines {shown.start}-{shown.end} {of}")
     for entry in shown.body:
         out.line(entry)
-    out.mark(Span(rel, shown.start, shown.end))
+    # The window is seen; its definitions and the asked line are also marked on their own, as the
+    # lines worth citing (single-line spans, see provenance.citable).
+    out.mark(Span(rel, shown.start, shown.end), *_anchors(shown, line))
+    listed = _outline(_definitions(ws, shown.rel), shown, line, outline) if outline else []
+    if listed:
+        out.line(f"Other definitions in {rel}:")
+        for number, text in listed:
+            out.line(f"{number}\t{text}", Span(rel, number, number))
     extra: list[str] = []
     if shown.output_capped:
         extra.append(f"output capped at about {OUTPUT_BUDGET} characters")

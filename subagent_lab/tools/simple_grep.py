@@ -157,6 +157,12 @@ def simple_grep(ws: Workspace, pattern: str, path: str = ".", max_matches: int =
     pattern = _first_line(pattern)
     if pattern != given.strip() and pattern:
         notes.append(f"Only the first line of the pattern was used: {quote(pattern)}.")
+    # `jinja2\.loaders` means `jinja2.loaders` to a literal search; a pattern with `\w` or `\d`
+    # is a regex that no literal reading fixes (the broadening below handles those).
+    literal = re.sub(r"\\([^\w\s])", r"\1", pattern)
+    if literal != pattern and "\\" not in literal:
+        notes.append(f"Grep is a literal search, so the backslashes were dropped: {quote(literal)}.")
+        pattern = literal
     if len(pattern) > MAX_PATTERN_CHARS:
         pattern = pattern[:MAX_PATTERN_CHARS].rstrip()
         notes.append(f"The pattern was cut to its first {MAX_PATTERN_CHARS} characters.")
@@ -167,7 +173,14 @@ def simple_grep(ws: Workspace, pattern: str, path: str = ".", max_matches: int =
     if scope_note:
         notes.append(scope_note)
     scopes = [target] if target == "." else [target, "."]
-    tries = [(words, scope) for words in [(pattern,), *_broader(pattern)] for scope in scopes]
+    broader = _broader(pattern)
+    tries = [(words, scope) for words in [(pattern,), *broader] for scope in scopes]
+    if target != ".":
+        # A phrase in a named file ("template loader" in loaders.py) is first looked for word by
+        # word there: the model means that file, and a whole word in it beats the phrase elsewhere.
+        names = {(name,) for name in _identifiers(pattern)}
+        first = [((pattern,), target), *(((w), target) for w in broader if w in names)]
+        tries = first + [t for t in tries if t not in first]
     tried: list[tuple[str, ...]] = []
     started = time.monotonic()
     for words, scope in tries[:MAX_TRIES]:

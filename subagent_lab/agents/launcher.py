@@ -233,7 +233,7 @@ class SubagentLauncher:
                 detail = "".join(traceback.format_exception(exc))[-4000:]
                 outcome = _failed("crashed", detail, started)
                 if not trace.ended:
-                    trace.emit(RunEnded(run_id=run_id, step=outcome.steps, **_ended(outcome)))
+                    trace.emit(RunEnded(run_id=run_id, step=outcome.steps, **outcome.ended_fields()))
             finally:
                 trace.close()
             trace_error = trace.error
@@ -324,13 +324,13 @@ class SubagentLauncher:
         )
         if problem is not None:
             outcome = _failed("crashed", f"{problem}; the child was not started", started)
-            trace.emit(RunEnded(run_id=trace.run_id, step=0, **_ended(outcome)))
+            trace.emit(RunEnded(run_id=trace.run_id, step=0, **outcome.ended_fields()))
             return outcome
         try:
             model = self._model(used, model_cfg)
         except Exception as exc:  # the endpoint could not be set up: a model error, not a crash
             outcome = _failed("model_error", f"model setup failed: {exc}", started)
-            trace.emit(RunEnded(run_id=trace.run_id, step=0, **_ended(outcome)))
+            trace.emit(RunEnded(run_id=trace.run_id, step=0, **outcome.ended_fields()))
             return outcome
         deps = LoopDeps(
             model=model,
@@ -399,11 +399,3 @@ def _failed(reason: TerminalReason, detail: str, started: float) -> LoopOutcome:
     return LoopOutcome(
         terminal_reason=reason, status="failed", detail=detail, elapsed_s=time.monotonic() - started
     )
-
-
-def _ended(outcome: LoopOutcome) -> dict[str, Any]:
-    """The ``RunEnded`` fields of an outcome the loop did not produce."""
-    return outcome.model_dump(
-        include={"terminal_reason", "status", "detail", "usage", "steps", "model_calls", "elapsed_s",
-                 "model_time_s"}
-    )  # fmt: skip

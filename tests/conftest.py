@@ -81,7 +81,8 @@ def config(tmp_path: Path) -> LabConfig:
     # small-model scaffold (min_tool_calls, constrained paths, the simple tools) has its own tests.
     loose = {
         "min_tool_calls": 0, "tool_interface": "full", "constrain_paths": False,
-        "finish_after_stale": 0, "read_after_hits": False,
+        "finish_after_stale": 0, "read_after_hits": False, "absence_check": False, "cite_anchors": False,
+        "task_paths": False, "read_outline": 0,
     }  # fmt: skip
     profiles = {name: p.model_copy(update=loose) for name, p in cfg.profiles.items()}
     return cfg.model_copy(update={"trace_dir": str(tmp_path / "runs"), "source": None, "profiles": profiles})

@@ -68,16 +68,19 @@ def test_cite_anchors_limits_the_evidence_to_citable_lines(make_launcher: Launch
 
 def test_citable_lines_holding_the_task_words_are_listed_first(tmp_path: Path) -> None:
     (tmp_path / "m.py").write_text(
-        "import jinja2\nclass BaseLoader(jinja2.X):\n    pass\nclass Other(jinja2.Y):\n"
-        "def get_source(self, jinja2):\nclass FileSystemLoader(BaseLoader):\n"
+        '"""Built-in template filters."""\nimport jinja2\ndef do_truncate(s):\n'
+        '    """Return a truncated copy."""\nclass FileSystemLoader(BaseLoader):\n'
     )
-    items = ["m.py:1", "m.py:3", "m.py:4", "m.py:2", "m.py:6", "m.py:5"]
+    items = ["m.py:2", "m.py:4", "m.py:1", "m.py:3", "m.py:5", "m.py:9"]
     texts = line_texts(items, tmp_path)
-    assert texts["m.py:6"] == "class FileSystemLoader(BaseLoader):" and "m.py:7" not in texts
-    ranked = rank_citable(items, texts, "List the jinja2 template loaders in m.py")  # plural: "loader"
-    # "loader" picks the two loader classes (kept in their order); "jinja2", on most lines, counts nothing.
-    assert ranked[:2] == ["m.py:2", "m.py:6"] and ranked[2:] == ["m.py:1", "m.py:3", "m.py:4", "m.py:5"]
-    assert listed_location("m.py:6", texts) == "m.py:6  class FileSystemLoader(BaseLoader):"
+    assert texts["m.py:3"] == "def do_truncate(s):" and "m.py:9" not in texts
+    ranked = rank_citable(items, texts, "Find the function that implements the `truncate` template filter.")
+    # The definition holding "truncate" beats the docstring holding "template" and "filters" (plural
+    # counts); lines with no task word keep their order at the end.
+    assert ranked == ["m.py:3", "m.py:1", "m.py:2", "m.py:4", "m.py:5", "m.py:9"]
+    loaders = rank_citable(items, texts, "List the template loaders in m.py")
+    assert loaders[:2] == ["m.py:5", "m.py:1"]
+    assert listed_location("m.py:5", texts) == "m.py:5  class FileSystemLoader(BaseLoader):"
     assert listed_location("m.py:9", texts) == "m.py:9"
 
 
@@ -128,3 +131,17 @@ def test_files_a_task_names_are_found_once_and_count_as_shown(
     first = model.requests[0]
     assert str(first.messages[1].content).endswith("Files named in the task: app/auth.py")
     assert first.arg_choices["Read"]["path"] == ["app/auth.py"]
+
+
+def test_grep_given_a_location_says_how_to_cite_or_read_it(workspace: Path) -> None:
+    grep = build_tools(["Grep"])["Grep"]
+    out = grep.invoke(Workspace(workspace), {"pattern": "app/auth.py:4"})
+    assert out.status == "error"
+    assert out.text.endswith('Next: finish to cite it, or Read path="app/auth.py" line=4 to see it')
+
+
+def test_a_phrase_in_a_named_file_is_searched_word_by_word_there_first(workspace: Path) -> None:
+    grep = build_tools(["Grep"])["Grep"]
+    out = grep.invoke(Workspace(workspace), {"pattern": "password login", "path": "app/auth.py"})
+    assert out.status == "ok" and "app/auth.py" in out.text and "app/views.py" not in out.text
+    assert 'showing matches for "password" instead' in out.text

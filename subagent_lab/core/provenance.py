@@ -165,18 +165,27 @@ def line_texts(items: list[str], root: Path) -> dict[str, str]:
     return texts
 
 
-def rank_citable(items: list[str], texts: dict[str, str], task: str) -> list[str]:
-    """``items`` ordered by how many of the task's words their lines hold, ties kept in order.
+DEFINITION_LINE = re.compile(r"^\s*(?:async\s+def|def|class)\s")
+DEFINITION_BONUS = 2
+"""Added to a definition line that holds a task word: it is what a locate task asks for, and it
+outranks a docstring that repeats more of the task's words."""
 
-    A word found in more than half of four or more lines (the package's name, say) tells the lines
-    apart no better than chance and is not counted.
+
+def rank_citable(items: list[str], texts: dict[str, str], task: str) -> list[str]:
+    """``items`` ordered by how many of the task's words their lines hold (a definition holding
+    one counts ``DEFINITION_BONUS`` more), ties kept in their order.
+
+    The words are not weighted by rarity: every Grep match holds the searched word, which would
+    then count least exactly where it matters.
     """
     wanted = _terms(task)
-    line_terms = {item: _terms(texts.get(item, "")) & wanted for item in items}
-    if len(items) >= 4:
-        common = {w for w in wanted if sum(w in t for t in line_terms.values()) > len(items) / 2}
-        line_terms = {item: terms - common for item, terms in line_terms.items()}
-    return sorted(items, key=lambda item: -len(line_terms[item]))
+
+    def score(item: str) -> int:
+        text = texts.get(item, "")
+        hits = len(_terms(text) & wanted)
+        return hits + (DEFINITION_BONUS if hits and DEFINITION_LINE.match(text) else 0)
+
+    return sorted(items, key=lambda item: -score(item))
 
 
 def listed_location(item: str, texts: dict[str, str]) -> str:

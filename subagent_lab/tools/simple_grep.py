@@ -141,6 +141,10 @@ def _first_line(pattern: str) -> str:
     return lines[0] if lines else ""
 
 
+LOCATION = re.compile(r"([\w./-]+\.\w+):(\d+)(?:-\d+)?")
+"""A ``path:line`` location given as a Grep pattern."""
+
+
 def simple_grep(ws: Workspace, pattern: str, path: str = ".", max_matches: int = 15) -> Observation:
     """Search the files for a name or a piece of text and list the matching lines, grouped by file.
 
@@ -167,6 +171,14 @@ def simple_grep(ws: Workspace, pattern: str, path: str = ".", max_matches: int =
         pattern = pattern[:MAX_PATTERN_CHARS].rstrip()
         notes.append(f"The pattern was cut to its first {MAX_PATTERN_CHARS} characters.")
     check_pattern(pattern)
+    location = LOCATION.fullmatch(pattern)
+    if location:
+        # A small model told "Next: finish citing f.py:12" sometimes searches for "f.py:12".
+        raise ToolError(
+            f"{quote(pattern)} is a location (a file and a line), not text to search for.\n"
+            f"Next: finish to cite it, or Read path={quote(location.group(1))} "
+            f"line={location.group(2)} to see it"
+        )
     if max_matches < 1:
         raise ToolError(f"max_matches must be >= 1 (got {max_matches})")
     target, scope_note = _grep_scope(ws, path)

@@ -62,6 +62,8 @@ def model_report(df: pd.DataFrame) -> dict[str, Any]:
         "median_action_tokens": statistics.median(actions) if actions else float("nan"),
         "median_wall_s": float(df["elapsed_s"].median()),
         "reasons": df["terminal_reason"].value_counts().to_dict(),
+        "by_kind": {str(k): round(float(q), 2) for k, q in df.groupby("kind")["quality"].mean().items()},
+        "absent_said": int(df[df["kind"] == "absent"]["admits_absence"].fillna(False).astype(bool).sum()),
     }
 
 
@@ -103,6 +105,7 @@ def main() -> int:
             f"{r['median_action_tokens']:>7.0f} "
             f"{r['median_wall_s']:>7.1f}s  {r['reasons']}"
         )
+        print(f"    quality by kind: {r['by_kind']}; absent tasks answered 'not there': {r['absent_said']}")
         goal = TARGETS.get(str(model))
         if goal:
             checks = [
@@ -116,6 +119,15 @@ def main() -> int:
             for name, value, target, op in checks:
                 met = value >= target if op == ">=" else value <= target
                 print(f"    {name:<22} {value:8.2f} target {op} {target:<6} {'met' if met else 'MISSED'}")
+    paired = df.pivot_table(index=["task_id", "repeat"], columns="model_used", values="quality").dropna()
+    if {"light", "main"} <= set(paired.columns) and len(paired):
+        wins = int((paired["main"] > paired["light"]).sum())
+        losses = int((paired["main"] < paired["light"]).sum())
+        print(
+            f"\npaired on {len(paired)} task runs both models finished: light {paired['light'].mean():.2f}, "
+            f"main {paired['main'].mean():.2f}; main better on {wins}, worse on {losses}, "
+            f"tied on {len(paired) - wins - losses}"
+        )
     return 0
 
 

@@ -20,7 +20,9 @@ ENDED = {"light": "invalid_output", "main": "completed"}
 
 def section(page: Any, heading: str) -> Any:
     """The first table after the ``<h2>`` titled ``heading``."""
-    return page.locator(f"xpath=//h2[normalize-space()='{heading}']/following-sibling::table[1]")
+    # The table follows the heading, possibly inside the box that scrolls it.
+    after = f"//h2[normalize-space()='{heading}']/following-sibling::*[1]"
+    return page.locator(f"xpath={after}/descendant-or-self::table[1]")
 
 
 def cell(page: Any, text: str) -> Any:

@@ -10,15 +10,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from subagent_lab.core.budget import Budget
 from subagent_lab.core.model import Model
 from subagent_lab.core.permissions import PermissionGate
 from subagent_lab.core.tokens import PromptCounter
 from subagent_lab.core.tool import Tool
-from subagent_lab.core.trace import RunEnded, TraceSink
-from subagent_lab.core.types import Message, RunStatus, Span, TerminalReason, Usage
+from subagent_lab.core.trace import RunTotals, TraceSink
+from subagent_lab.core.types import Message, Span, Usage
 
 
 @dataclass(frozen=True)
@@ -89,28 +89,12 @@ class LoopDeps:
     """False when the caller writes the run's one ``RunEnded`` itself (a run of several segments)."""
 
 
-class LoopOutcome(BaseModel):
-    """How a run ended and what it used; the loop's only return type."""
+class LoopOutcome(RunTotals):
+    """How a run ended and what it used (``RunTotals``), per call and per tool; the loop's only
+    return type."""
 
-    terminal_reason: TerminalReason
-    status: RunStatus
-    detail: str = ""
-    contract: dict[str, Any] | None = None
-    usage: Usage = Field(default_factory=Usage)
     usage_by_call: list[Usage] = Field(default_factory=list)
     tool_usage: dict[str, dict[str, int]] = Field(default_factory=dict)
-    steps: int = 0
-    model_calls: int = 0
-    repairs_used: int = 0
-    grace_used: bool = False
-    elapsed_s: float = 0.0
-    model_time_s: float = 0.0
-    grounded_ratio: float | None = None
-    """Share of evidence items that exist in the workspace (file and lines)."""
-    seen_ratio: float | None = None
-    """Share of evidence items inside a location the run's tools showed the model."""
-    prompt_counts_exact: bool = True
-    """False when any pre-call count of this run was an estimate (no tokenizer for the model)."""
     messages: list[Message] = Field(default_factory=list, exclude=True, repr=False)
     """The conversation as the run left it, an accepted final answer last (a caller continues it
     from here). In memory only: never serialized, so a result built from a dump of the outcome
@@ -118,11 +102,7 @@ class LoopOutcome(BaseModel):
 
     def ended_fields(self) -> dict[str, Any]:
         """The fields of the run's ``RunEnded`` event: all the event and the outcome share."""
-        return self.model_dump(include=_ENDED)
-
-
-_ENDED = set(RunEnded.model_fields) & set(LoopOutcome.model_fields)
-"""The outcome fields a ``run_ended`` event records (defined once, by the event)."""
+        return self.model_dump(include=set(RunTotals.model_fields))
 
 
 @dataclass

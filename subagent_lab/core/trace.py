@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field, TypeAdapter
 from pydantic_core import PydanticSerializationError
 
 from subagent_lab.core.redact import Redactor as Redactor  # re-exported: one redactor for everything
-from subagent_lab.core.types import TerminalReason, Usage
+from subagent_lab.core.types import RunStatus, TerminalReason, Usage
 
 SCHEMA_VERSION = 1
 
@@ -173,22 +173,31 @@ class SubagentEvent(_Event):
     error: str | None = None
 
 
-class RunEnded(_Event):
-    kind: Literal["run_ended"] = "run_ended"
+class RunTotals(BaseModel):
+    """How a run ended and what it used: the one field list a run's outcome (``LoopOutcome``) and
+    its ``run_ended`` event share."""
+
     terminal_reason: TerminalReason
-    status: Literal["completed", "partial", "failed"]
+    status: RunStatus
     detail: str = ""
     contract: dict[str, Any] | None = None
-    usage: Usage
-    steps: int
-    model_calls: int
+    usage: Usage = Field(default_factory=Usage)
+    steps: int = 0
+    model_calls: int = 0
     repairs_used: int = 0
     grace_used: bool = False
-    elapsed_s: float
-    model_time_s: float
+    elapsed_s: float = 0.0
+    model_time_s: float = 0.0
     grounded_ratio: float | None = None
+    """Share of evidence items that exist in the workspace (file and lines)."""
     seen_ratio: float | None = None
+    """Share of evidence items inside a location the run's tools showed the model."""
     prompt_counts_exact: bool = True
+    """False when any pre-call count of this run was an estimate (no tokenizer for the model)."""
+
+
+class RunEnded(RunTotals, _Event):
+    kind: Literal["run_ended"] = "run_ended"
 
 
 Event = Annotated[

@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "ScriptedModel": "subagent_lab.models.scripted",
     "SubagentResult": "subagent_lab.agents.launcher",
     "MainRunResult": "subagent_lab.agents.result",
+    "RunResult": "subagent_lab.agents.result",
     # reading
     "load_runs": "subagent_lab.api.views",
     "trace_table": "subagent_lab.api.views",
@@ -55,6 +56,7 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [  # the names of _EXPORTS (a test keeps the two equal)
     "MainRunResult",
+    "RunResult",
     "ScriptedModel",
     "SubagentResult",
     "__version__",
@@ -84,7 +86,7 @@ __all__ = [  # the names of _EXPORTS (a test keeps the two equal)
 
 if TYPE_CHECKING:  # what editors and mypy see; at run time __getattr__ loads each on first use
     from subagent_lab.agents.launcher import SubagentResult
-    from subagent_lab.agents.result import MainRunResult
+    from subagent_lab.agents.result import MainRunResult, RunResult
     from subagent_lab.analysis.summary import (
         budget_curve,
         headline,

@@ -24,6 +24,7 @@ from subagent_lab.agents.launch_io import (
     task_files,
     workspace_overview,
 )
+from subagent_lab.agents.result import RunResult
 from subagent_lab.config.agent_profile import AgentProfile
 from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile
 from subagent_lab.core.loop import LoopDeps, LoopOutcome, LoopSpec, run_loop
@@ -78,25 +79,17 @@ class ParentLink(BaseModel):
     trace_path: str | None = None
 
 
-class SubagentResult(LoopOutcome):
-    """Everything about one child run: the loop's outcome plus who ran it, on what, at what cost.
-
-    ``launch`` returns this for every runtime outcome.
+class SubagentResult(RunResult):
+    """Everything about one child run (``RunResult``), with the model it asked for and how it was
+    sampled. ``launch`` returns this for every runtime outcome.
     """
 
-    run_id: str
-    session_id: str
-    profile: str
     model_choice: ModelChoice
     model_used: ModelChoice
-    model_id: str
-    fallback: bool = False
-    cost_usd: float = 0.0
     seed: int | None = None
     """The sampling seed every model call of the run was sent with."""
     temperature: float = 0.0
     """The sampling temperature every model call of the run was sent with."""
-    trace_path: str
     trace_error: str | None = None
     """Why the trace is missing or incomplete; None when every event was written."""
     rerun_of: str | None = None

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from subagent_lab.agents.launcher import SubagentResult
 from subagent_lab.core.loop import LoopOutcome
 from subagent_lab.core.types import Usage
+
+if TYPE_CHECKING:
+    from subagent_lab.agents.launcher import SubagentResult
 
 Verdict = Literal["PASS", "FAIL", "PARTIAL", "UNVERIFIED"]
 ACCEPTED_VERDICTS = frozenset({"PASS"})
@@ -50,21 +52,30 @@ class VerificationRecord(BaseModel):
     """What the child said, even when it did not count (then ``verdict`` is UNVERIFIED)."""
 
 
-class MainRunResult(LoopOutcome):
+class RunResult(LoopOutcome):
+    """One run of any agent: the loop's outcome plus who ran it, with which model, at what cost,
+    and where its trace is. A child's run is a ``SubagentResult``; a main agent's, which adds its
+    children, a ``MainRunResult``."""
+
+    run_id: str
+    session_id: str
+    profile: str
+    model_used: str
+    model_id: str
+    fallback: bool = False
+    cost_usd: float = 0.0
+    trace_path: str
+
+
+class MainRunResult(RunResult):
     """A main-agent run: the loop outcome (summed over segments) plus children, costs and places.
 
     ``usage`` is the parent's own; ``children_usage`` the children's; ``total_usage`` the sum.
     """
 
-    run_id: str
-    session_id: str
     profile: str = "main"
     task: str
     answer: str | None = None
-    model_used: str
-    model_id: str
-    fallback: bool = False
-    cost_usd: float = 0.0
     children: list[ChildRecord] = Field(default_factory=list)
     children_usage: Usage = Field(default_factory=Usage)
     total_usage: Usage = Field(default_factory=Usage)
@@ -85,7 +96,6 @@ class MainRunResult(LoopOutcome):
     """What the scratch copy left out or rewrote, and why (FIFOs, secrets, links leading out)."""
     bash_sandbox: str = ""
     """How Bash ran: ``bwrap``, ``disabled: <why>`` or ``none: unsandboxed (...)``."""
-    trace_path: str
 
 
 def merge_outcomes(outcomes: list[LoopOutcome]) -> dict[str, Any]:

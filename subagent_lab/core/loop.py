@@ -202,13 +202,14 @@ def _finish(spec: LoopSpec, deps: LoopDeps, state: RunState, response: ModelResp
 
 
 def _check_absence(spec: LoopSpec, deps: LoopDeps, state: RunState) -> None:
-    """Ask whether the tools showed what the task asks for; "no" makes the answer cite nothing.
+    """Ask, restating the task, whether the code the tools showed contains what it asks for; "no"
+    makes the answer cite nothing.
 
-    Small models cite what they saw whether or not it answers the task; asked the question alone,
-    with a yes/no grammar, they can say the thing is absent, and the answer's grammar follows.
+    Small models cite what they saw whether or not it answers the task; asked this on its own, with
+    a yes/no grammar, the 1.5B model can say the thing is absent, and the answer's grammar follows.
     """
-    task = next((str(m.content) for m in state.messages if m.role == "user"), "")
-    _add_prompt(deps, state, "check", CHECK_PROMPT.format(task=task.strip()[:CHECK_TASK_CHARS]))
+    task = _task_text(state)[:CHECK_TASK_CHARS]
+    _add_prompt(deps, state, "check", CHECK_PROMPT.format(task=task))
     response = call_model(spec, deps, state, "check", phase="final", schema=CHECK_SCHEMA, max_tokens=12)
     state.messages.append(Message(role="assistant", content=response.text))
     state.absent = '"no"' in response.text.replace(" ", "")
@@ -227,6 +228,11 @@ def _final_prompt(spec: LoopSpec, deps: LoopDeps, state: RunState, lead: str | N
     return prompt
 
 
+def _task_text(state: RunState) -> str:
+    """The run's first user message: the task as the child was given it."""
+    return next((str(m.content) for m in state.messages if m.role == "user"), "").strip()
+
+
 def _citable_listing(deps: LoopDeps, state: RunState) -> str:
     """The citable lines, those holding the task's words first, each with its text.
 
@@ -236,9 +242,8 @@ def _citable_listing(deps: LoopDeps, state: RunState) -> str:
     items = citable(state.seen_groups)
     if not items:
         return ""
-    task = next((str(m.content) for m in state.messages if m.role == "user"), "")
     texts = line_texts(items, deps.workspace_root)
-    ranked = rank_citable(items, texts, task)[:CITABLE_LISTED]
+    ranked = rank_citable(items, texts, _task_text(state))[:CITABLE_LISTED]
     lines = "\n".join(f"- {listed_location(item, texts)}" for item in ranked)
     return f" Locations the tools showed you, most relevant first (cite those that answer the task):\n{lines}"
 

@@ -106,6 +106,9 @@ class RuntimeProfile(_Frozen):
     """After this many consecutive turns without a new observation (a repeat answered from the
     record), the grammar offers only ``finish``: the model has seen what it will see (0: never)."""
     read_after_hits: bool = True
+    read_on: int = Field(default=0, ge=0, le=20)
+    """A repeated Read shows the window after the last one of that file instead of "already shown",
+    at most this many times a run (0: never). Small models repeat a Read when they want more."""
     """After a search that showed matching lines, the next action is Read (of a file shown) or finish."""
     min_evidence: int = Field(default=0, ge=0, le=10)
     """With ``evidence_from_seen``: the final answer must cite at least this many seen lines (when

@@ -2,7 +2,9 @@
 
 A call identical to one whose result is still in the conversation is answered from the record
 ("already shown at step k") instead of being run again; after compaction shortened that result, it
-runs again and is no repeat. A turn's calls run concurrently when there are several (each child of
+runs again and is no repeat. With ``read_on``, a repeated Read instead shows the window after the
+last one it showed of that file: a small model that asks for the same lines again wants to see
+more of them. A turn's calls run concurrently when there are several (each child of
 a parent's parallel Task calls, for instance); results come back in call order.
 """
 
@@ -14,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from subagent_lab.core.context import is_compacted
 from subagent_lab.core.loop_state import LoopDeps, LoopSpec, Record, RunState
+from subagent_lab.core.tool import READ_LEAD
 from subagent_lab.core.trace import ToolFinished, ToolStarted
 from subagent_lab.core.types import Message, ToolCall, ToolOutcome
 
@@ -31,6 +34,9 @@ REPEAT_NOTE = (
     "[Already shown at step {step}: this exact call's result is above and has not changed. "
     "Do something different: Read a file that a search showed, search for another name, or finish.]"
 )
+
+
+READ_ON_NOTE = "[Read on: {path} lines {start}-{end} were shown at step {step}; the lines after them follow.]"
 
 
 def executed_calls(state: RunState) -> int:
@@ -93,6 +99,35 @@ def _repeat_of(state: RunState, call: ToolCall) -> Record | None:
     return record
 
 
+def _window_end(outcome: ToolOutcome) -> tuple[str, int] | None:
+    """(file, last line) of a Read window: the first span a Read marks is its window."""
+    return (outcome.spans[0].path, outcome.spans[0].end) if outcome.spans else None
+
+
+def _read_on(
+    spec: LoopSpec, deps: LoopDeps, state: RunState, call: ToolCall, record: Record
+) -> ToolOutcome | None:
+    """The next window of a repeated Read's file (None: no read-on left, or the file has ended)."""
+    window = state.read_windows.get(call.signature())
+    tool = deps.tools.get(call.name)
+    if tool is None or "line" not in tool.args_model.model_fields:
+        return None  # the full Read (offset, limit) pages by itself
+    with state.lock:
+        if window is None or state.read_ons >= spec.read_on:
+            return None
+        state.read_ons += 1
+    path, end = window
+    outcome = tool.invoke(deps.tool_context, {"path": path, "line": end + READ_LEAD + 1})
+    after = _window_end(outcome) if outcome.status == "ok" else None
+    if after is None or after[1] <= end:
+        return None  # the last window already reached the end of the file
+    state.read_windows[call.signature()] = after
+    start = min((s.start for s in state.seen if s.path == path and s.end == end), default=1)
+    note = READ_ON_NOTE.format(path=path, start=start, end=end, step=record.step)
+    text = f"{note}\n{outcome.text}"
+    return ToolOutcome(status="ok", text=text, spans=outcome.spans, truncated=outcome.truncated)
+
+
 def _choice_error(spec: LoopSpec, state: RunState, call: ToolCall) -> str | None:
     """Enforce ``constrain_paths`` where no grammar did (native tool calls, other servers)."""
     if not spec.constrain_paths or "path" not in call.arguments:
@@ -122,7 +157,14 @@ def run_tool(
     decision = deps.gate.check(call.name, deps.tools.get(call.name))
     record = _repeat_of(state, call)
     choice_error = _choice_error(spec, state, call)
-    if index >= spec.max_tool_calls_per_step:
+    resumed = None
+    runnable = decision.allowed and index < spec.max_tool_calls_per_step
+    if record is not None and call.name == "Read" and runnable:
+        resumed = _read_on(spec, deps, state, call, record)
+        record = None if resumed is not None else record
+    if resumed is not None:
+        outcome = resumed
+    elif index >= spec.max_tool_calls_per_step:
         outcome = ToolOutcome(
             status="denied", text=f"Denied: at most {spec.max_tool_calls_per_step} tool calls per turn"
         )
@@ -138,6 +180,8 @@ def run_tool(
         outcome = ToolOutcome(status="error", text=choice_error)
     else:
         outcome = deps.tools[call.name].invoke(deps.tool_context, call.arguments)
+        if call.name == "Read" and outcome.status == "ok" and (window := _window_end(outcome)):
+            state.read_windows[call.signature()] = window
     kind = "repeated" if record is not None and outcome.status == "ok" else None
     with state.lock:  # a turn's calls may run on several threads
         counts = state.tool_usage.setdefault(call.name, Counter())

@@ -63,6 +63,8 @@ class LoopSpec:
     """After this many consecutive stale turns the grammar offers only ``finish`` (0: never)."""
     read_after_hits: bool = False
     """After a Grep that showed matching lines, the grammar offers only Read and finish."""
+    read_on: int = 0
+    """Repeated Reads (at most this many per run) that show the next window instead of the record."""
     thought_max_chars: int = 80
     arg_max_chars: int = 160
 
@@ -130,6 +132,9 @@ class RunState:
     observations: set[int] = field(default_factory=set)
     """Hashes of observation texts so far: a turn that adds none is a stale turn."""
     stale_turns: int = 0
+    read_windows: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """Read call signature -> (file, last line) of the latest window it showed (for ``read_on``)."""
+    read_ons: int = 0
     last_hits: bool = False
     """Last turn's search showed matching lines."""
     repeated_tools: set[str] = field(default_factory=set)

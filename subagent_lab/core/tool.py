@@ -23,12 +23,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from subagent_lab.core.types import Span, ToolOutcome
 
 __all__ = [
-    "MAX_OBSERVATION_CHARS", "Observation", "ObservationBuilder", "Span", "Tool", "ToolDeniedError",
-    "ToolError", "ToolKind", "ToolResult",
+    "MAX_OBSERVATION_CHARS", "READ_LEAD", "Observation", "ObservationBuilder", "Span", "Tool",
+    "ToolDeniedError", "ToolError", "ToolKind", "ToolResult",
 ]  # fmt: skip
 
 ToolKind = Literal["read", "write", "execute", "delegate"]
 MAX_OBSERVATION_CHARS = 16_000
+READ_LEAD = 10
+"""Lines a small-model Read window shows before the asked line (the loop's read-on asks for the
+line this many past a window's end, so the next window starts right after it)."""
 """Cap on the text one tool call returns to the model (the tools apply tighter caps themselves)."""
 
 

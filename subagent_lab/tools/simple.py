@@ -20,7 +20,7 @@ from pathlib import PurePosixPath
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from subagent_lab.core.tool import Observation, ObservationBuilder, Span, ToolError
+from subagent_lab.core.tool import READ_LEAD, Observation, ObservationBuilder, Span, ToolError
 from subagent_lab.tools.glob import display_path, find_paths, path_span
 from subagent_lab.tools.read import MAX_LIMIT, OUTPUT_BUDGET, PastEndError, Window, read_window
 from subagent_lab.tools.simple_grep import quote as _quote
@@ -29,7 +29,7 @@ from subagent_lab.workspace.sandbox import Workspace
 
 __all__ = ["ObservationLimits", "simple_glob", "simple_grep", "simple_read"]
 
-BEFORE = 10
+BEFORE = READ_LEAD
 """Lines a Read window shows before the asked line."""
 MAX_NAME_CHARS = 255
 """Longest file name looked for elsewhere when a path does not exist (longer ones cannot exist)."""

@@ -141,6 +141,9 @@ def _first_line(pattern: str) -> str:
     return lines[0] if lines else ""
 
 
+DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+"""A dotted name (``tqdm.write``, ``Environment.get_template``): how tasks name a member, while
+the code defines it as ``def write`` in some file, so Grep also looks for the last name."""
 LOCATION = re.compile(r"([\w./-]+\.\w+):(\d+)(?:-\d+)?")
 """A ``path:line`` location given as a Grep pattern."""
 
@@ -186,12 +189,18 @@ def simple_grep(ws: Workspace, pattern: str, path: str = ".", max_matches: int =
         notes.append(scope_note)
     scopes = [target] if target == "." else [target, "."]
     broader = _broader(pattern)
-    tries = [(words, scope) for words in [(pattern,), *broader] for scope in scopes]
+    asked: tuple[str, ...] = (pattern,)
+    member = pattern.rsplit(".", 1)[-1]
+    if DOTTED.fullmatch(pattern) and len(member.strip("_")) >= 3 and member.lower() not in _STOPWORDS:
+        asked = (pattern, member)
+        notes.append(f"{quote(pattern)} is a dotted name, so Grep also searched for {quote(member)}.")
+        broader = [w for w in broader if w != (member,)]
+    tries = [(words, scope) for words in [asked, *broader] for scope in scopes]
     if target != ".":
         # A phrase in a named file ("template loader" in loaders.py) is first looked for word by
         # word there: the model means that file, and a whole word in it beats the phrase elsewhere.
         names = {(name,) for name in _identifiers(pattern)}
-        first = [((pattern,), target), *(((w), target) for w in broader if w in names)]
+        first = [(asked, target), *(((w), target) for w in broader if w in names)]
         tries = first + [t for t in tries if t not in first]
     tried: list[tuple[str, ...]] = []
     started = time.monotonic()
@@ -212,7 +221,7 @@ def simple_grep(ws: Workspace, pattern: str, path: str = ".", max_matches: int =
     out = ObservationBuilder()
     for note in notes:
         out.line(note)
-    also = [w for w in tried if w != (pattern,)]
+    also = [w for w in tried if w != asked]
     out.line(
         f"Nothing matched {quote(pattern)}"
         + (f" (also tried {', '.join(_words(w) for w in also)})" if also else "")
@@ -248,7 +257,14 @@ def _grep_hits(
     # screen then holds what a locate task is after, not whatever sorts first by path.
     order = {p: i for i, p in enumerate(sorted(per_file, key=lambda p: (-strength[p], -per_file[p], p)))}
     matches = sorted(found, key=lambda h: (order[h.path], h.line))
-    shown, rest = matches[:max_matches], matches[max_matches:]
+    # The lines that define a searched name are always shown (a common word's matches would
+    # otherwise push `def write(` off the first screen); the rest fill up in file order.
+    defining = {id(h) for h in matches if _definition(h.text, words) == 2}
+    picked = [h for h in matches if id(h) in defining][:max_matches]
+    picked += [h for h in matches if id(h) not in defining][: max_matches - len(picked)]
+    chosen = {id(h) for h in picked}
+    shown = [h for h in matches if id(h) in chosen]
+    rest = [h for h in matches if id(h) not in chosen]
     total = f"{len(matches)}{'+' if capped else ''}"
     files = f"{len(per_file)}{'+' if capped else ''}"
     out = ObservationBuilder()

@@ -7,12 +7,14 @@ from pathlib import Path
 from conftest import LauncherFactory
 
 from subagent_lab.agents.launcher import SubagentRequest
+from subagent_lab.core.provenance import citable_scores, rank_citable
 from subagent_lab.core.trace import ToolFinished, read_trace
 from subagent_lab.models.scripted import final, tool_call
 from subagent_lab.tools.registry import build_tools
 from subagent_lab.workspace.sandbox import Workspace
 
 ANSWER = {"status": "completed", "summary": "Shown.", "evidence": []}
+FOUND_CHECK = {"status": "completed", "summary": "check_password is in app/auth.py.", "evidence": ["app/auth.py:8"]}
 SIMPLE = {"tool_interface": "simple", "read_window": 8, "constrain_paths": False}
 
 
@@ -84,3 +86,67 @@ def test_grep_always_shows_the_lines_that_define_the_name(workspace: Path) -> No
     assert lines[0] == '31 matches for "write" in 1 file; the first 15:'
     assert "  31: def write(text):" in lines and "  1: x = write(0)" in lines
     assert "  15: x = write(14)" not in lines  # the definition took the last place
+
+
+def test_grep_for_the_workspace_own_name_asks_for_a_more_specific_one(tmp_path: Path) -> None:
+    root = tmp_path / "tqdm"
+    root.mkdir()
+    (root / "std.py").write_text("import tqdm\ndef trange():\n    return tqdm(range(3))\n")
+    grep = build_tools(["Grep"])["Grep"]
+    out = grep.invoke(Workspace(root), {"pattern": "TQDM"})
+    assert out.status == "error" and "is the name of the workspace itself" in out.text
+    assert out.text.endswith("Next: Grep for another name from the task")
+    assert grep.invoke(Workspace(root), {"pattern": "trange"}).status == "ok"
+
+
+def test_a_definition_of_a_name_the_task_spells_ranks_first() -> None:
+    texts = {
+        "e.py:10": 'self.writeline("parent = environment.get_template(", node)',
+        "e.py:20": "def get_template(self, name, parent=None):",
+        "e.py:30": "def close(self):",
+        "e.py:40": "class Template:",
+    }
+    task = "Trace what happens when Environment.get_template(name) is called."
+    ranked = rank_citable(list(texts), texts, task)
+    # The call holds more task words, but the definition of the spelled name wins; a definition
+    # holding a task word beats the call, and a line holding none comes last.
+    assert ranked[0] == "e.py:20"
+    scores = citable_scores(list(texts), texts, task)
+    assert scores["e.py:20"] > scores["e.py:10"] and scores["e.py:30"] == 0
+
+
+def test_a_task_about_classes_ranks_class_lines_over_functions() -> None:
+    texts = {"m.py:1": "def split_template_path(template):", "m.py:2": "class BaseLoader:"}
+    ranked = rank_citable(list(texts), texts, "List the template loader classes.")
+    assert ranked == ["m.py:2", "m.py:1"]
+    # The same lines for a task about a function: the def line first.
+    assert rank_citable(list(texts), texts, "Which function splits a template path?")[0] == "m.py:1"
+
+
+def test_the_margin_keeps_only_lines_close_to_the_best() -> None:
+    texts = {
+        "a.py:1": "def format_sizeof(num):",  # 2 words + definition + spelled name
+        "a.py:2": "x = format_sizeof(rate)",  # module-level assignment holding the words
+        "a.py:3": "    y = format_sizeof(n)",  # an indented use: only the words
+        "a.py:4": "class Other:",
+    }
+    task = "Find where format_sizeof is defined."
+    assert rank_citable(list(texts), texts, task, margin=2) == ["a.py:1"]
+    assert rank_citable(list(texts), texts, task, margin=20) == ["a.py:1", "a.py:2", "a.py:3"]
+    assert rank_citable(["a.py:4"], texts, task, margin=2) == ["a.py:4"]  # never empty
+
+
+def test_with_a_margin_the_answer_may_cite_only_the_listed_lines(
+    make_launcher: LauncherFactory, workspace: Path
+) -> None:
+    turns = [tool_call("Grep", pattern="password"), tool_call("finish")]
+    launcher, model = make_launcher([*turns, final(FOUND_CHECK)])
+    overrides = {"evidence_from_seen": True, "cite_anchors": True, "max_evidence": 4, "cite_margin": 0}
+    result = launcher.launch(SubagentRequest(task="Where is check_password defined?", overrides=overrides))
+    assert result.terminal_reason == "completed"
+    evidence = model.requests[-1].final_schema["properties"]["evidence"]
+    # Grep showed four lines holding "password"; only the definition of the spelled name is listed.
+    assert evidence["items"]["enum"] == ["app/auth.py:8"] and evidence["maxItems"] == 1
+    listing = str(model.requests[-1].messages[-1].content)
+    assert "- app/auth.py:8  def check_password(user, password):" in listing
+    assert "app/auth.py:4" not in listing

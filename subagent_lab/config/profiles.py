@@ -120,6 +120,9 @@ class RuntimeProfile(_Frozen):
     """With ``evidence_from_seen``: the evidence may cite only the lines a tool marked as worth
     citing (Grep matches, a Read's asked line and definitions, outline entries), not every line
     of a window."""
+    cite_margin: int | None = Field(default=None, ge=0, le=20)
+    """With ``cite_anchors``: list (and let the answer cite) only the citable lines that score within
+    this many points of the best (task words held, definition bonuses); None: the best eight."""
     max_evidence: int = Field(default=6, ge=1, le=50)
     """The most evidence items the final answer's grammar allows."""
     absence_check: bool = False

@@ -153,7 +153,7 @@ def answer_schema(spec: LoopSpec, state: RunState) -> dict[str, Any] | None:
         if state.absent:
             choices: list[str] = []
         elif spec.cite_anchors:
-            choices = citable(state.seen_groups)
+            choices = state.cite_choices if state.cite_choices is not None else citable(state.seen_groups)
         else:
             choices = evidence_choices(state.seen)
         minimum = 0 if state.absent else spec.min_evidence

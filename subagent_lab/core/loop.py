@@ -47,7 +47,8 @@ from subagent_lab.core.types import (
 )
 
 FINAL_PROMPT = (
-    "Now give your final answer as the JSON object described above, from what the tools showed you."
+    "Now give your final answer as the JSON object described above, from what the tools showed you. "
+    "In the summary and findings, name the functions, classes and files that answer the task."
 )
 CITABLE_LISTED = 8
 """Citable locations listed in the final prompt (small models cite what is in front of them)."""
@@ -220,7 +221,7 @@ def _final_prompt(spec: LoopSpec, deps: LoopDeps, state: RunState, lead: str | N
     if state.absent:
         return prompt + ABSENT_PROMPT
     if spec.contract and spec.cite_anchors:
-        return prompt + _citable_listing(deps, state)
+        return prompt + _citable_listing(spec, deps, state)
     locations = seen_locations(state)
     if spec.contract and locations:
         # Small models leave evidence empty unless the citable places are in front of them.
@@ -233,7 +234,7 @@ def _task_text(state: RunState) -> str:
     return next((str(m.content) for m in state.messages if m.role == "user"), "").strip()
 
 
-def _citable_listing(deps: LoopDeps, state: RunState) -> str:
+def _citable_listing(spec: LoopSpec, deps: LoopDeps, state: RunState) -> str:
     """The citable lines, those holding the task's words first, each with its text.
 
     Small models cite the first locations in front of them; a listing in the order seen put the
@@ -243,7 +244,9 @@ def _citable_listing(deps: LoopDeps, state: RunState) -> str:
     if not items:
         return ""
     texts = line_texts(items, deps.workspace_root)
-    ranked = rank_citable(items, texts, _task_text(state))[:CITABLE_LISTED]
+    ranked = rank_citable(items, texts, _task_text(state), spec.cite_margin)[:CITABLE_LISTED]
+    if spec.cite_margin is not None:
+        state.cite_choices = ranked  # the answer may cite only what is listed
     lines = "\n".join(f"- {listed_location(item, texts)}" for item in ranked)
     return f" Locations the tools showed you, most relevant first (cite those that answer the task):\n{lines}"
 

@@ -57,6 +57,9 @@ class LoopSpec:
     """The most evidence items the final answer may cite."""
     cite_anchors: bool = False
     """With ``evidence_from_seen``: evidence only from the lines tools marked as citable."""
+    cite_margin: int | None = None
+    """With ``cite_anchors``: list and allow only the citable lines scoring within this many points
+    of the best one (``provenance.rank_citable``); None lists the best ``CITABLE_LISTED`` of all."""
     absence_check: bool = False
     """A yes/no call before the final answer; "no" makes the answer cite nothing."""
     finish_after_stale: int = 0
@@ -142,6 +145,8 @@ class RunState:
     seen: list[Span] = field(default_factory=list)
     absent: bool = False
     """The absence check answered "no": the final answer cites nothing."""
+    cite_choices: list[str] | None = None
+    """With ``cite_margin``: the citable lines the final prompt listed, the only ones it may cite."""
     seen_groups: list[list[Span]] = field(default_factory=list)
     """``seen``, one list per observation, oldest first (what to offer as citable, newest first)."""
     lock: threading.Lock = field(default_factory=threading.Lock)

@@ -165,27 +165,61 @@ def line_texts(items: list[str], root: Path) -> dict[str, str]:
     return texts
 
 
-DEFINITION_LINE = re.compile(r"^\s*(?:async\s+def|def|class)\s")
+DEFINITION_LINE = re.compile(
+    r"^\s*(?:async\s+def|def|class)\s+(?P<def>[A-Za-z_]\w*)|^(?P<var>[A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)"
+)
+"""A line that defines a name: ``def``/``class``, or a module-level assignment (``TESTS = {``)."""
 DEFINITION_BONUS = 2
 """Added to a definition line that holds a task word: it is what a locate task asks for, and it
 outranks a docstring that repeats more of the task's words."""
+NAME_BONUS = 3
+"""Added to a definition of a name the task spells out (``def get_template(`` for a task about
+``Environment.get_template``): the line a person would cite first."""
+KIND_BONUS = 1
+"""Added to a ``class`` line when the task speaks of classes, to a ``def`` when it speaks of
+functions or methods."""
+CLASS_WORDS = frozenset({"class", "classes", "subclass", "subclasses", "exception", "exceptions"})
+FUNCTION_WORDS = frozenset({"function", "functions", "method", "methods", "helper", "helpers"})
 
 
-def rank_citable(items: list[str], texts: dict[str, str], task: str) -> list[str]:
-    """``items`` ordered by how many of the task's words their lines hold (a definition holding
-    one counts ``DEFINITION_BONUS`` more), ties kept in their order.
+def citable_scores(items: list[str], texts: dict[str, str], task: str) -> dict[str, int]:
+    """How well each item's line answers ``task``: the task words it holds, plus the bonuses of a
+    definition holding one (``DEFINITION_BONUS``, ``NAME_BONUS``, ``KIND_BONUS``).
 
     The words are not weighted by rarity: every Grep match holds the searched word, which would
     then count least exactly where it matters.
     """
     wanted = _terms(task)
-
-    def score(item: str) -> int:
+    spelled = {t.lower() for t in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", task) if len(t) >= 3}
+    said = {w.lower() for w in re.findall(r"[A-Za-z]+", task)}
+    classes, functions = bool(said & CLASS_WORDS), bool(said & FUNCTION_WORDS)
+    scores: dict[str, int] = {}
+    for item in items:
         text = texts.get(item, "")
-        hits = len(_terms(text) & wanted)
-        return hits + (DEFINITION_BONUS if hits and DEFINITION_LINE.match(text) else 0)
+        score = len(_terms(text) & wanted)
+        found = DEFINITION_LINE.match(text)
+        if found and score:
+            name, is_def = (found.group("def"), True) if found.group("def") else (found.group("var"), False)
+            is_class = is_def and text.lstrip().startswith("class")
+            score += DEFINITION_BONUS + (NAME_BONUS if name.lower() in spelled else 0)
+            score += KIND_BONUS if (is_class and classes) or (is_def and not is_class and functions) else 0
+        scores[item] = score
+    return scores
 
-    return sorted(items, key=lambda item: -score(item))
+
+def rank_citable(items: list[str], texts: dict[str, str], task: str, margin: int | None = None) -> list[str]:
+    """``items`` by ``citable_scores``, best first, ties kept in their order; with ``margin``, only
+    those scoring within ``margin`` of the best (and holding a task word), the best one always.
+
+    The margin is what keeps a small model precise: it fills every evidence slot it is given
+    with the lines listed first, so lines far below the best answer take slots from nothing.
+    """
+    scores = citable_scores(items, texts, task)
+    ranked = sorted(items, key=lambda item: -scores[item])
+    if margin is None or not ranked:
+        return ranked
+    floor = max(1, scores[ranked[0]] - margin)
+    return [item for item in ranked if scores[item] >= floor] or ranked[:1]
 
 
 def listed_location(item: str, texts: dict[str, str]) -> str:
@@ -221,7 +255,9 @@ def constrain_evidence(
         if min_items:
             evidence["minItems"] = min(min_items, len(choices))
         if max_items is not None:
-            evidence["maxItems"] = max(max_items, evidence.get("minItems", 0))
+            # No more slots than choices: a grammar cannot ask for unique items, and a small
+            # model fills every slot, so extra slots would only repeat a location.
+            evidence["maxItems"] = max(min(max_items, len(choices)), evidence.get("minItems", 0))
     else:
         evidence["items"] = {"type": "string"}
         evidence["maxItems"] = 0

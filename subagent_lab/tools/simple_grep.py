@@ -182,6 +182,14 @@ def simple_grep(ws: Workspace, pattern: str, path: str = ".", max_matches: int =
             f"Next: finish to cite it, or Read path={quote(location.group(1))} "
             f"line={location.group(2)} to see it"
         )
+    if pattern.strip().lower() == ws.root.name.lower():
+        # Small models search for the package's own name ("tqdm" in tqdm), which every file holds:
+        # the first screen is then imports and docstrings, and the run reads the wrong file.
+        raise ToolError(
+            f"{quote(pattern)} is the name of the workspace itself, so nearly every file mentions it. "
+            "Search for a more specific name: a function, class or file that the task mentions.\n"
+            "Next: Grep for another name from the task"
+        )
     if max_matches < 1:
         raise ToolError(f"max_matches must be >= 1 (got {max_matches})")
     target, scope_note = _grep_scope(ws, path)

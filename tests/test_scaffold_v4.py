@@ -14,7 +14,7 @@ from subagent_lab.tools.registry import build_tools
 from subagent_lab.workspace.sandbox import Workspace
 
 ANSWER = {"status": "completed", "summary": "Shown.", "evidence": []}
-FOUND_CHECK = {"status": "completed", "summary": "check_password is in app/auth.py.", "evidence": ["app/auth.py:8"]}
+FOUND_CHECK = {"status": "completed", "summary": "In app/auth.py.", "evidence": ["app/auth.py:8"]}
 SIMPLE = {"tool_interface": "simple", "read_window": 8, "constrain_paths": False}
 
 
@@ -88,15 +88,21 @@ def test_grep_always_shows_the_lines_that_define_the_name(workspace: Path) -> No
     assert "  15: x = write(14)" not in lines  # the definition took the last place
 
 
-def test_grep_for_the_workspace_own_name_asks_for_a_more_specific_one(tmp_path: Path) -> None:
+def test_grep_for_the_workspace_own_name_lists_its_files_instead(tmp_path: Path) -> None:
     root = tmp_path / "tqdm"
-    root.mkdir()
+    (root / "contrib").mkdir(parents=True)
     (root / "std.py").write_text("import tqdm\ndef trange():\n    return tqdm(range(3))\n")
+    (root / "contrib" / "slack.py").write_text("import tqdm\n")
     grep = build_tools(["Grep"])["Grep"]
     out = grep.invoke(Workspace(root), {"pattern": "TQDM"})
-    assert out.status == "error" and "is the name of the workspace itself" in out.text
-    assert out.text.endswith("Next: Grep for another name from the task")
-    assert grep.invoke(Workspace(root), {"pattern": "trange"}).status == "ok"
+    # Not an error (the 0.5B model repeated the refused call until the loop guard ended the run):
+    # an observation whose file names count as shown, so Read can open them.
+    assert out.status == "ok" and '"TQDM" is the name of the workspace itself' in out.text
+    assert out.text.splitlines()[1:3] == ["contrib/slack.py", "std.py"]
+    assert ("std.py", 0, 0) in out.spans and "import tqdm" not in out.text
+    next_line = "Next: Grep for a more specific name from the task, or Read the file the task is about"
+    assert out.text.endswith(next_line)
+    assert "1: import tqdm" in grep.invoke(Workspace(root), {"pattern": "import"}).text
 
 
 def test_a_definition_of_a_name_the_task_spells_ranks_first() -> None:

@@ -14,6 +14,7 @@ import time
 from collections import Counter
 
 from subagent_lab.core.tool import Observation, ObservationBuilder, Span, ToolError
+from subagent_lab.tools.glob import find_paths, path_span
 from subagent_lab.tools.grep import Hit, check_pattern, search, search_target
 from subagent_lab.workspace.sandbox import Workspace
 
@@ -183,13 +184,7 @@ def simple_grep(ws: Workspace, pattern: str, path: str = ".", max_matches: int =
             f"line={location.group(2)} to see it"
         )
     if pattern.strip().lower() == ws.root.name.lower():
-        # Small models search for the package's own name ("tqdm" in tqdm), which every file holds:
-        # the first screen is then imports and docstrings, and the run reads the wrong file.
-        raise ToolError(
-            f"{quote(pattern)} is the name of the workspace itself, so nearly every file mentions it. "
-            "Search for a more specific name: a function, class or file that the task mentions.\n"
-            "Next: Grep for another name from the task"
-        )
+        return _own_name(ws, pattern, max_matches)
     if max_matches < 1:
         raise ToolError(f"max_matches must be >= 1 (got {max_matches})")
     target, scope_note = _grep_scope(ws, path)
@@ -240,6 +235,31 @@ def simple_grep(ws: Workspace, pattern: str, path: str = ".", max_matches: int =
         out.line(f"Next: Grep pattern={quote(shorter)} (one shorter word)")
     else:
         out.line('Next: Glob pattern="*" to see which files there are')
+    return out.build()
+
+
+OWN_NAME_FILES = 40
+"""Files listed instead of the matches when the pattern is the workspace's own name."""
+
+
+def _own_name(ws: Workspace, pattern: str, max_matches: int) -> Observation:
+    """The workspace's files instead of the matches for its own name.
+
+    Small models search for the package's own name (``tqdm`` in tqdm), which nearly every file
+    holds: the first screen is then imports and docstrings. An error instead had the 0.5B model
+    send the same call until the loop guard ended the run; the file names give it somewhere to go.
+    """
+    found = find_paths(ws, "**/*")
+    files = [p for p in found.paths if not p.endswith("/")]
+    out = ObservationBuilder()
+    count = f"{len(files)}, the first {OWN_NAME_FILES}" if len(files) > OWN_NAME_FILES else str(len(files))
+    out.line(
+        f"{quote(pattern)} is the name of the workspace itself, so nearly every file mentions it; "
+        f"its files instead ({count}):"
+    )
+    for rel in files[:OWN_NAME_FILES]:
+        out.line(rel, path_span(rel))
+    out.line("Next: Grep for a more specific name from the task, or Read the file the task is about")
     return out.build()
 
 

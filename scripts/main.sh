@@ -4,4 +4,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 VENV="${SUBAGENT_LAB_VENV:-.venv}"
-exec "$VENV/bin/subagent-lab" sweep --suite smoke --models light,main "$@"
+# One run at a time: on 2 cores two concurrent runs only share them (the smoke sweep took 577 s with
+# 2 workers, 533 s of run time with 1; docs/benchmarks.md). Later arguments override this one.
+exec "$VENV/bin/subagent-lab" sweep --suite smoke --models light,main --workers 1 "$@"

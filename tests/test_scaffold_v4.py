@@ -156,3 +156,15 @@ def test_with_a_margin_the_answer_may_cite_only_the_listed_lines(
     listing = str(model.requests[-1].messages[-1].content)
     assert "- app/auth.py:8  def check_password(user, password):" in listing
     assert "app/auth.py:4" not in listing
+
+
+def test_the_absence_check_is_greedy_in_a_sampled_run(make_launcher: LauncherFactory) -> None:
+    turns = [tool_call("Grep", pattern="def login"), tool_call("finish"), final('{"found": "yes"}')]
+    launcher, model = make_launcher([*turns, final(FOUND_CHECK)])
+    overrides = {"evidence_from_seen": True, "absence_check": True}
+    request = SubagentRequest(task="Where is login?", overrides=overrides, temperature=0.3, seed=1)
+    assert launcher.launch(request).terminal_reason == "completed"
+    step, _, check, answer = model.requests
+    # The verdict is one token: sampled, it follows the seed a sweep repeat gives every task.
+    assert check.final_schema["properties"]["found"]["enum"] == ["yes", "no"]
+    assert (step.temperature, check.temperature, answer.temperature) == (0.3, 0.0, 0.3)

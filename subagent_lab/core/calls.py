@@ -48,9 +48,11 @@ def call_model(
     arg_choices: dict[str, dict[str, list[str]]] | None = None,
     schema: dict[str, Any] | None = None,
     max_tokens: int | None = None,
+    greedy: bool = False,
 ) -> ModelResponse:
     """One model call behind its budget decision. ``schema`` replaces the final answer's schema
-    and ``max_tokens`` the phase's output cap (a short question of the harness's own)."""
+    and ``max_tokens`` the phase's output cap (a short question of the harness's own); ``greedy``
+    samples at temperature 0 whatever the run's temperature (a yes/no question of the harness's)."""
     if deps.cancel is not None and deps.cancel.is_set():
         raise Cancelled("cancelled by the caller")
     time_left = spec.timeout_s - (time.monotonic() - state.started)
@@ -66,7 +68,7 @@ def call_model(
         arg_choices=arg_choices or {},
         thought_max_chars=spec.thought_max_chars,
         arg_max_chars=spec.arg_max_chars,
-        temperature=spec.temperature,
+        temperature=0.0 if greedy else spec.temperature,
         seed=spec.seed,
         timeout_s=time_left,
     )

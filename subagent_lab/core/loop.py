@@ -211,7 +211,11 @@ def _check_absence(spec: LoopSpec, deps: LoopDeps, state: RunState) -> None:
     """
     task = _task_text(state)[:CHECK_TASK_CHARS]
     _add_prompt(deps, state, "check", CHECK_PROMPT.format(task=task))
-    response = call_model(spec, deps, state, "check", phase="final", schema=CHECK_SCHEMA, max_tokens=12)
+    # Greedy: sampled, the one-token verdict follows the request's seed, which a sweep repeat shares
+    # across its tasks; at temperature 0.3 one seed made main answer "no" on all six smoke tasks.
+    response = call_model(
+        spec, deps, state, "check", phase="final", schema=CHECK_SCHEMA, max_tokens=12, greedy=True
+    )
     state.messages.append(Message(role="assistant", content=response.text))
     state.absent = '"no"' in response.text.replace(" ", "")
 

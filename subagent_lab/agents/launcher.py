@@ -43,6 +43,7 @@ from subagent_lab.core.types import ConfigError, Message, ModelChoice, Span, Ter
 from subagent_lab.local_models import factory
 from subagent_lab.local_models.factory import ModelFactory
 from subagent_lab.tools.registry import build_tools
+from subagent_lab.tools.search_words import task_search_words
 from subagent_lab.tools.simple import ObservationLimits
 from subagent_lab.workspace.sandbox import Workspace
 
@@ -50,6 +51,7 @@ __all__ = [  # workspace_overview and render_task live in launch_io; imported fr
     "ModelFactory", "ParentLink", "SubagentLauncher", "SubagentRequest", "SubagentResult", "cost_usd",
     "loop_spec", "render_task", "workspace_overview",
 ]  # fmt: skip
+
 
 class SubagentRequest(BaseModel):
     """What the parent asks for."""
@@ -343,6 +345,7 @@ class SubagentLauncher:
             trace=trace,
             cancel=cancel,
             shown=[Span(path) for path in named],
+            search_words=tuple(task_search_words(self.workspace, request.task, profile.first_search)),
         )
         messages = [Message(role="system", content=system_prompt), Message(role="user", content=task)]
         return run_loop(spec, deps, messages)

@@ -106,10 +106,14 @@ class RuntimeProfile(_Frozen):
     """After this many consecutive turns without a new observation (a repeat answered from the
     record), the grammar offers only ``finish``: the model has seen what it will see (0: never)."""
     read_after_hits: bool = True
+    """After a search that showed matching lines, the next action is Read (of a file shown) or finish."""
     read_on: int = Field(default=0, ge=0, le=20)
     """A repeated Read shows the window after the last one of that file instead of "already shown",
     at most this many times a run (0: never). Small models repeat a Read when they want more."""
-    """After a search that showed matching lines, the next action is Read (of a file shown) or finish."""
+    first_search: int = Field(default=0, ge=0, le=10)
+    """The first action is a Grep whose pattern the grammar limits to the task's best names, at most
+    this many (``tools.search_words``: names written as code or defined in the workspace first);
+    0: the model chooses its first action freely."""
     min_evidence: int = Field(default=0, ge=0, le=10)
     """With ``evidence_from_seen``: the final answer must cite at least this many seen lines (when
     any were seen). 0 lets an answer that something does not exist cite nothing."""

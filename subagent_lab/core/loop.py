@@ -67,7 +67,7 @@ RETRY_PROMPT = (
 )
 CHECK_PROMPT = (
     'Before your final answer, one question. The task was: "{task}"\nLook at the code the tools '
-    "showed you. Does it contain what the task looks for, or not? Reply {{\"found\": \"yes\"}} if it "
+    'showed you. Does it contain what the task looks for, or not? Reply {{"found": "yes"}} if it '
     'does, {{"found": "no"}} if the workspace has no such code.'
 )
 """Restating the task matters: asked only "did the tools show what the task asks for?", the 1.5B
@@ -164,6 +164,11 @@ def _act(spec: LoopSpec, deps: LoopDeps, state: RunState) -> ModelResponse:
     if spec.constrain_paths:  # a path argument can only name what a tool has shown (or "." to search all)
         choices = {name: {"path": [".", *seen_paths(state, dirs=True)]} for name in ("Grep", "Glob")}
         choices["Read"] = {"path": seen_paths(state)}
+    if spec.first_search and deps.search_words and "Grep" in deps.tools and not state.steps:
+        # The 0.5B model opens with a Glob, the task's sentence or the package's name; a first
+        # search for one of the task's names finds the code (tools/search_words.py).
+        allowed = ["Grep"]
+        choices["Grep"] = {**choices.get("Grep", {}), "pattern": list(deps.search_words)}
     if allowed == [FINISH]:  # nothing to decide: no call for an action the grammar would force
         return ModelResponse(tool_calls=[ToolCall(id=f"finish-{state.steps + 1}", name=FINISH)])
     for attempt in range(2):

@@ -68,6 +68,8 @@ class LoopSpec:
     """After a Grep that showed matching lines, the grammar offers only Read and finish."""
     read_on: int = 0
     """Repeated Reads (at most this many per run) that show the next window instead of the record."""
+    first_search: int = 0
+    """The first action is a Grep for one of ``LoopDeps.search_words`` (0: no such limit)."""
     thought_max_chars: int = 80
     arg_max_chars: int = 160
 
@@ -92,6 +94,8 @@ class LoopDeps:
     verification verdict): added to the step of every event, so the trace's steps continue."""
     emit_run_ended: bool = True
     """False when the caller writes the run's one ``RunEnded`` itself (a run of several segments)."""
+    search_words: tuple[str, ...] = ()
+    """With ``LoopSpec.first_search``: the patterns the first Grep may use, best first."""
 
 
 class LoopOutcome(RunTotals):

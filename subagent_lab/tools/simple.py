@@ -139,9 +139,7 @@ def _anchors(shown: Window, asked: int) -> list[Span]:
     return [Span(display_path(shown.rel), n, n) for n in sorted(lines)]
 
 
-def simple_read(
-    ws: Workspace, path: str, line: int = 1, window: int = 50, outline: int = 0
-) -> Observation:
+def simple_read(ws: Workspace, path: str, line: int = 1, window: int = 50, outline: int = 0) -> Observation:
     """Show a numbered window of a text file around one line.
 
     The window starts a few lines before `line`, so the code around a Grep match is in view.

@@ -31,7 +31,7 @@ BROADEN_BUDGET_S = 5.0
 MAX_COUNTED_FILES = 8
 """Files listed by name in the counts of matches not shown."""
 
-_STOPWORDS = frozenset({
+STOPWORDS = frozenset({
     "a", "an", "and", "are", "as", "async", "await", "by", "class", "cls", "code", "def", "define",
     "defined", "defines", "do", "does", "file", "files", "find", "for", "from", "function",
     "functions", "how", "if", "implementation", "implemented", "implements", "import", "in", "is",
@@ -63,7 +63,7 @@ def _identifiers(text: str) -> list[str]:
     for name in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", cleaned):
         if name.lower() not in {f.lower() for f in found}:
             found.append(name)
-    useful = [n for n in found if len(n.strip("_")) >= 3 and n.lower() not in _STOPWORDS]
+    useful = [n for n in found if len(n.strip("_")) >= 3 and n.lower() not in STOPWORDS]
     if not useful:
         useful = [n for n in found if len(n.strip("_")) >= 2]
 
@@ -77,7 +77,7 @@ def _identifiers(text: str) -> list[str]:
 def _parts(name: str) -> list[str]:
     """The words of one identifier: ``FileSystemLoader`` -> File, System, Loader."""
     spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|_", " ", name)
-    return [p for p in spaced.split() if len(p) >= 3 and p.lower() not in _STOPWORDS]
+    return [p for p in spaced.split() if len(p) >= 3 and p.lower() not in STOPWORDS]
 
 
 def _broader(pattern: str) -> list[tuple[str, ...]]:
@@ -116,7 +116,7 @@ def _shorter(tried: list[tuple[str, ...]]) -> str | None:
     return None
 
 
-def _definition(text: str, words: tuple[str, ...]) -> int:
+def definition_strength(text: str, words: tuple[str, ...]) -> int:
     """2: the line defines a searched name (``def get_source(``, ``class Loader``, ``NAME = ``);
     1: it defines a name containing one (``def get_source_checksum``); 0: neither."""
     found = _DEFINITION.match(text) or _ASSIGNMENT.match(text)
@@ -126,7 +126,7 @@ def _definition(text: str, words: tuple[str, ...]) -> int:
     names = {n.lower() for word in words for n in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", word)}
     if name in names:
         return 2
-    return 1 if any(len(n) >= 3 and n in name for n in names - _STOPWORDS) else 0
+    return 1 if any(len(n) >= 3 and n in name for n in names - STOPWORDS) else 0
 
 
 def _grep_scope(ws: Workspace, path: str) -> tuple[str, str]:
@@ -194,7 +194,7 @@ def simple_grep(ws: Workspace, pattern: str, path: str = ".", max_matches: int =
     broader = _broader(pattern)
     asked: tuple[str, ...] = (pattern,)
     member = pattern.rsplit(".", 1)[-1]
-    if DOTTED.fullmatch(pattern) and len(member.strip("_")) >= 3 and member.lower() not in _STOPWORDS:
+    if DOTTED.fullmatch(pattern) and len(member.strip("_")) >= 3 and member.lower() not in STOPWORDS:
         asked = (pattern, member)
         notes.append(f"{quote(pattern)} is a dotted name, so Grep also searched for {quote(member)}.")
         broader = [w for w in broader if w != (member,)]
@@ -280,14 +280,14 @@ def _grep_hits(
     per_file = Counter(h.path for h in found)
     strength = {h.path: 0 for h in found}
     for hit in found:
-        strength[hit.path] = max(strength[hit.path], _definition(hit.text, words))
+        strength[hit.path] = max(strength[hit.path], definition_strength(hit.text, words))
     # Files that define a searched name first, then the files with most matches: the first
     # screen then holds what a locate task is after, not whatever sorts first by path.
     order = {p: i for i, p in enumerate(sorted(per_file, key=lambda p: (-strength[p], -per_file[p], p)))}
     matches = sorted(found, key=lambda h: (order[h.path], h.line))
     # The lines that define a searched name are always shown (a common word's matches would
     # otherwise push `def write(` off the first screen); the rest fill up in file order.
-    defining = {id(h) for h in matches if _definition(h.text, words) == 2}
+    defining = {id(h) for h in matches if definition_strength(h.text, words) == 2}
     picked = [h for h in matches if id(h) in defining][:max_matches]
     picked += [h for h in matches if id(h) not in defining][: max_matches - len(picked)]
     chosen = {id(h) for h in picked}
@@ -327,8 +327,8 @@ def _grep_next(shown: list[Hit], words: tuple[str, ...]) -> str:
     It never proposes narrowing the search to that file: it is listed first, so the narrowed
     search would show the same lines again.
     """
-    exact = next((h for h in shown if _definition(h.text, words) == 2), None)
-    partial = next((h for h in shown if _definition(h.text, words) == 1), None)
+    exact = next((h for h in shown if definition_strength(h.text, words) == 2), None)
+    partial = next((h for h in shown if definition_strength(h.text, words) == 1), None)
     definition = exact or partial
     if definition is not None:
         where = f"path={quote(definition.path)} line={definition.line}"

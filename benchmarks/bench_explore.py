@@ -96,8 +96,11 @@ def main() -> int:
     print(header + f"{'valid':>6} {'cut':>7} {'med act':>7} {'med wall':>8}  terminal reasons")
     for model, rows in df.groupby("model_used"):
         r = model_report(rows)
-        spread = f"{min(r['quality_repeats']):.2f}/{statistics.median(r['quality_repeats']):.2f}/" + (
-            f"{max(r['quality_repeats']):.2f}"
+        repeats = r["quality_repeats"]
+        spread = (  # min/median/max of the repeats' mean quality; one repeat has no spread
+            f"{min(repeats):.2f}/{statistics.median(repeats):.2f}/{max(repeats):.2f}"
+            if len(repeats) > 1
+            else "n/a (1 repeat)"
         )
         print(
             f"{model:<6} {r['runs']:>4} {r['locate_ok']:>9.0%} {r['quality']:>8.2f} {spread:>22} "

@@ -1,4 +1,5 @@
-"""The first search (``first_search``): the first Grep may only use the task's best names."""
+"""The light model's variant: the first Grep may only use the task's best names (``first_search``),
+and the run answers after its Reads (``finish_after_reads``)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ ANSWER = {"status": "completed", "summary": "check_password in app/auth.py.", "e
 def _package(tmp_path: Path) -> Workspace:
     root = tmp_path / "yaml"
     root.mkdir()
-    (root / "error.py").write_text("class YAMLError(Exception):\n    pass\n\nclass MarkedYAMLError(YAMLError):\n    pass\n")
+    errors = "class YAMLError(Exception):\n    pass\n\nclass MarkedYAMLError(YAMLError):\n    pass\n"
+    (root / "error.py").write_text(errors)
     for name in ("reader", "scanner", "parser"):
         (root / f"{name}.py").write_text(f"import yaml\nfrom .error import YAMLError\n# the {name} base\n")
     (root / "monitor.py").write_text("import yaml\ndef start_monitor():\n    pass\n")
@@ -66,3 +68,27 @@ def test_without_first_search_the_first_action_is_free(
     launcher.launch(SubagentRequest(task="Where is `check_password` defined?", overrides={"first_search": 0}))
     assert "pattern" not in model.requests[0].arg_choices.get("Grep", {})
     assert model.requests[0].allowed_tools != ["Grep"]
+
+
+def test_after_its_reads_the_run_answers_without_another_action_call(
+    make_launcher: LauncherFactory, workspace: Path
+) -> None:
+    turns = [tool_call("Grep", pattern="check_password"), tool_call("Read", path="app/auth.py", line=8)]
+    launcher, model = make_launcher([*turns, final(ANSWER)])
+    overrides = {"finish_after_reads": 1, "tool_interface": "simple"}
+    result = launcher.launch(SubagentRequest(task="Where is check_password?", overrides=overrides))
+    assert result.terminal_reason == "completed" and result.status == "completed"
+    # Two actions, then the final answer: no third action call was made after the Read.
+    assert [r.phase for r in model.requests] == ["act", "act", "final"]
+    assert result.tool_usage["Read"] == {"executed": 1}
+
+
+def test_without_finish_after_reads_the_model_acts_again_after_a_read(
+    make_launcher: LauncherFactory, workspace: Path
+) -> None:
+    turns = [tool_call("Read", path="app/auth.py", line=8), tool_call("Grep", pattern="login")]
+    turns.append(tool_call("finish"))
+    launcher, model = make_launcher([*turns, final(ANSWER)])
+    overrides = {"finish_after_reads": 0, "tool_interface": "simple"}
+    result = launcher.launch(SubagentRequest(task="Where is check_password?", overrides=overrides))
+    assert result.tool_usage["Grep"] == {"executed": 1} and len(model.requests) == 4

@@ -155,8 +155,11 @@ def _act(spec: LoopSpec, deps: LoopDeps, state: RunState) -> ModelResponse:
     # again, so the grammar offers something else next (where another action is left).
     fresh = [name for name in allowed if name not in state.repeated_tools]
     allowed = fresh or allowed
+    reads = state.tool_usage["Read"]["executed"] if "Read" in state.tool_usage else 0
     if spec.finish_after_stale and state.stale_turns >= spec.finish_after_stale and FINISH in allowed:
         allowed = [FINISH]
+    elif spec.finish_after_reads and reads >= spec.finish_after_reads and FINISH in allowed:
+        allowed = [FINISH]  # the 0.5B model's next action after its Read was a repeat on 30 of 30 tasks
     elif spec.read_after_hits and state.last_hits:
         # A small model re-runs a search that already hit; the lines it needs are one Read away.
         allowed = [name for name in allowed if name in ("Read", FINISH)] or allowed

@@ -64,6 +64,8 @@ class LoopSpec:
     """A yes/no call before the final answer; "no" makes the answer cite nothing."""
     finish_after_stale: int = 0
     """After this many consecutive stale turns the grammar offers only ``finish`` (0: never)."""
+    finish_after_reads: int = 0
+    """After this many executed Reads the grammar offers only ``finish`` (0: never)."""
     read_after_hits: bool = False
     """After a Grep that showed matching lines, the grammar offers only Read and finish."""
     read_on: int = 0

@@ -82,9 +82,21 @@ def config(tmp_path: Path) -> LabConfig:
     loose = {
         "min_tool_calls": 0, "tool_interface": "full", "constrain_paths": False,
         "finish_after_stale": 0, "read_after_hits": False, "absence_check": False, "cite_anchors": False,
-        "task_paths": False, "read_outline": 0, "read_on": 0,
+        "task_paths": False, "read_outline": 0, "read_on": 0, "finish_after_reads": 0,
     }  # fmt: skip
-    profiles = {name: p.model_copy(update=loose) for name, p in cfg.profiles.items()}
+    # A model's own tuning (model_overrides) is applied after the profile: loosen it the same way.
+    profiles = {
+        name: p.model_copy(
+            update={
+                **loose,
+                "model_overrides": {
+                    choice: {k: loose.get(k, v) for k, v in tuned.items()}
+                    for choice, tuned in p.model_overrides.items()
+                },
+            }
+        )
+        for name, p in cfg.profiles.items()
+    }
     return cfg.model_copy(update={"trace_dir": str(tmp_path / "runs"), "source": None, "profiles": profiles})
 
 

@@ -12,6 +12,17 @@ target, the harness's cache, traces and home directory are not mounted at all.
 When the pid namespace's first process dies, the kernel kills every process left in it, so a
 background job (``setsid -f``, ``nohup ... &``) cannot outlive the call; on a timeout that
 process is killed directly (``--info-fd`` says which it is) along with ``bwrap``'s group.
+
+Run by root, bubblewrap's own namespaces would leave the command the machine's real root, and
+``/proc/sys`` of a fresh procfs is writable by it (a crash-handler setting there makes the kernel
+run a program as root outside any sandbox; dropping capabilities does not stop that). So the
+command runs in a user namespace of its own, as uid/gid 65534 (``nobody``) with no capability
+in the host's namespace, and cannot make further user namespaces; ``/proc/sys`` and the other
+host-global corners of ``/proc`` are mounted read-only over the fresh procfs; a seccomp filter
+(``subagent_lab.workspace.seccomp``) refuses mount, ptrace, keyctl, bpf, kexec, module loading,
+clock, host-name and namespace calls; and ``prlimit`` bounds address space, file size, open
+files, core dumps and (where the kernel counts them: not for a host uid 0) processes, while
+``/tmp`` (with ``HOME``) is a tmpfs of a fixed size.
 """
 
 from __future__ import annotations
@@ -31,6 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
 
+from subagent_lab.workspace.seccomp import SECCOMP_PACKAGE, SeccompUnavailable, filter_program, program_fd
+
 BWRAP_PACKAGE = "bubblewrap"
 SandboxMode = Literal["bwrap", "none"]
 SYSTEM_PATHS: tuple[str, ...] = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -44,6 +57,35 @@ SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _BWRAP_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 """The whole environment ``bwrap`` starts with: its pid 1 inside shows exactly this."""
 _REAP_WAIT_S = 5.0
+SANDBOX_UID = 65534
+"""The uid and gid the command runs as inside its user namespace (``nobody``)."""
+PROC_READ_ONLY: tuple[str, ...] = ("sys", "sysrq-trigger", "irq", "bus", "fs", "fs/binfmt_misc")
+"""Host-global parts of ``/proc`` mounted read-only over the sandbox's fresh procfs."""
+PRLIMIT = "/usr/bin/prlimit"
+"""util-linux's ``prlimit`` (Debian: essential), inside the sandbox at the same path."""
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Resource limits of one sandboxed command (``prlimit`` values and the ``/tmp`` size)."""
+
+    memory_bytes: int = 8 * 1024**3
+    """RLIMIT_AS: address space per process (a JIT or ``mmap`` of a large file needs room)."""
+    file_bytes: int = 1024**3
+    """RLIMIT_FSIZE: the largest file a command may write."""
+    open_files: int = 1024
+    """RLIMIT_NOFILE."""
+    processes: int = 512
+    """RLIMIT_NPROC: counted per host uid; the kernel exempts a host uid 0 (see the module docs)."""
+    tmp_bytes: int = 512 * 1024**2
+    """Size of the tmpfs on ``/tmp`` (with ``HOME`` inside it)."""
+
+    def prlimit_argv(self) -> list[str]:
+        """The ``prlimit`` prefix setting these limits (soft and hard) for the command."""
+        return [
+            PRLIMIT, f"--as={self.memory_bytes}", f"--fsize={self.file_bytes}",
+            f"--nofile={self.open_files}", f"--nproc={self.processes}", "--core=0", "--",
+        ]  # fmt: skip
 
 
 def _inside(path: str, root: str) -> bool:
@@ -75,12 +117,14 @@ class BashSandbox:
             always mounted so that ``python``, ``pytest`` and ``rg`` work.
         hide: Paths never mounted, whatever ``ro_paths`` says (the real target).
         binary: The ``bwrap`` to use (default: the one on PATH).
+        limits: Resource limits of each command.
     """
 
     mode: SandboxMode = "bwrap"
     ro_paths: tuple[str, ...] = ()
     hide: tuple[str, ...] = ()
     binary: str | None = None
+    limits: SandboxLimits = SandboxLimits()
 
     def executable(self) -> str | None:
         """The absolute path of ``bwrap``, or None when it is not installed."""
@@ -98,6 +142,12 @@ class BashSandbox:
             return (
                 f"bwrap is not installed (Debian package '{BWRAP_PACKAGE}': apt-get install {BWRAP_PACKAGE})"
             )
+        try:
+            filter_program()
+        except SeccompUnavailable as exc:
+            return f"the seccomp filter cannot be built ({exc}; Debian package '{SECCOMP_PACKAGE}')"
+        if not os.access(PRLIMIT, os.X_OK):
+            return f"{PRLIMIT} is missing (Debian package 'util-linux'): resource limits cannot be set"
         return _probe(binary)
 
     def status(self) -> str:
@@ -127,13 +177,23 @@ class BashSandbox:
                 out.append(real)
         return out
 
-    def argv(self, binary: str, workspace: str, command: list[str]) -> list[str]:
-        """The ``bwrap`` command line running ``command`` in ``workspace``."""
+    def argv(
+        self, binary: str, workspace: str, command: list[str], *, seccomp_fd: int | None = None
+    ) -> list[str]:
+        """The ``bwrap`` command line running ``command`` in ``workspace``.
+
+        ``seccomp_fd``: a readable descriptor of the filter program (``seccomp.program_fd``),
+        passed to ``bwrap``; None builds the command line without the filter (the benchmark's
+        "before" figure and the probe of bubblewrap alone).
+        """
         home = "/tmp/home" if not _inside(workspace, "/tmp/home") else "/tmp/.sandbox-home"
         args = [
-            binary, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            binary, "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+            "--disable-userns", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
             "--clearenv", "--hostname", "sandbox",
         ]  # fmt: skip
+        if seccomp_fd is not None:
+            args += ["--seccomp", str(seccomp_fd)]
         for path in SYSTEM_PATHS:
             if os.path.islink(path):
                 args += ["--symlink", os.readlink(path), path]
@@ -143,7 +203,10 @@ class BashSandbox:
             args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
         # The tmpfs /tmp first: bwrap applies mounts in order, so a harness (or a checkout) that
         # lives under /tmp stays visible through the binds that follow instead of being hidden.
-        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", home]
+        args += ["--proc", "/proc"]
+        for name in PROC_READ_ONLY:  # over the fresh procfs: bound from the host's, read-only
+            args += ["--ro-bind-try", f"/proc/{name}", f"/proc/{name}"]
+        args += ["--dev", "/dev", "--size", str(self.limits.tmp_bytes), "--tmpfs", "/tmp", "--dir", home]
         mounts = self.mounts(workspace)
         for path in mounts:
             args += ["--ro-bind", path, path]
@@ -164,20 +227,25 @@ class BashSandbox:
         }
         for key, value in env.items():
             args += ["--setenv", key, value]
-        return [*args, "--", *command]
+        return [*args, "--", *self.limits.prlimit_argv(), *command]
 
 
 @functools.lru_cache(maxsize=8)
 def _probe(binary: str) -> str | None:
     """None when ``binary`` can build the sandbox here, else why not (cached per process)."""
+    fd = program_fd()
     with tempfile.TemporaryDirectory(prefix="bwrap-probe-") as scratch:
-        argv = BashSandbox(binary=binary).argv(binary, os.path.realpath(scratch), ["/bin/sh", "-c", "true"])
+        argv = BashSandbox(binary=binary).argv(
+            binary, os.path.realpath(scratch), ["/bin/sh", "-c", "true"], seccomp_fd=fd
+        )
         try:
             done = subprocess.run(
-                argv, env=_BWRAP_ENV, capture_output=True, timeout=20, stdin=subprocess.DEVNULL
+                argv, env=_BWRAP_ENV, capture_output=True, timeout=20, stdin=subprocess.DEVNULL, pass_fds=(fd,)
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"bwrap could not be started ({exc})"
+        finally:
+            os.close(fd)
     if done.returncode != 0:
         error = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no error output"]
         return (
@@ -194,8 +262,9 @@ def run_bwrap(
 
     Returns only once every process of the sandbox is gone.
     """
+    seccomp = program_fd()
     info_read, info_write = os.pipe()
-    argv = sandbox.argv(binary, workspace, command)
+    argv = sandbox.argv(binary, workspace, command, seccomp_fd=seccomp)
     argv[1:1] = ["--info-fd", str(info_write)]
     try:
         proc = subprocess.Popen(
@@ -204,11 +273,12 @@ def run_bwrap(
             stdin=subprocess.DEVNULL,
             stdout=out,  # a file, not a pipe: huge output costs disk, not memory, and never blocks
             stderr=subprocess.STDOUT,
-            pass_fds=(info_write,),
+            pass_fds=(info_write, seccomp),
             start_new_session=True,
         )
     finally:
         os.close(info_write)
+        os.close(seccomp)
     timed_out = False
     try:
         # The read end stays open until bwrap is gone: it writes more after the pid, and a

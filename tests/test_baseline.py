@@ -29,7 +29,7 @@ def test_task_name_prefers_code_written_names_over_long_words() -> None:
 
 
 def test_next_lines_parse_into_calls_and_finish() -> None:
-    obs = 'app/auth.py\n  8: def check_password(user, password):\nNext: Read path="app/auth.py" line=8 to see it'
+    obs = 'app/auth.py\n  8: def check_password(user):\nNext: Read path="app/auth.py" line=8 to see it'
     assert parse_next(obs) == ("Read", {"path": "app/auth.py", "line": 8})
     assert parse_next("lines 1-9\nNext: finish citing app/auth.py:8") == ("finish", {})
     assert parse_next("no next line here") is None

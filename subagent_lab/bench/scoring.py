@@ -1,44 +1,98 @@
 """Scoring of one explore run against a benchmark task.
 
 ``score_run`` compares a child's ``ExploreResult`` payload with the task's gold spans and
-keywords. The functions are pure apart from reading workspace files to ground evidence.
+keywords. Given the run's trace (``context_from_trace``) it also knows what the harness wrote to
+the model (system prompt, rendered task, the final prompt with its listing of candidate lines, the
+absence check) and which locations the tools showed: credit for wording the harness supplied, and
+for evidence no tool showed where the profile requires seen evidence, is then withheld. The text
+rules live in ``bench.wording``. Pure apart from reading workspace files (grounding) and the trace.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
 from subagent_lab.bench.suite import BenchTask, GoldSpan, TaskKind
+from subagent_lab.bench.wording import (
+    ABSENCE_PATTERNS,
+    HARNESS_PROMPTS,
+    admits_absence,
+    countable_keywords,
+    keyword_hits,
+    legacy_admits_absence,
+    mentions_absence,
+)
 from subagent_lab.core.contracts import ExploreResult, ground_evidence, parse_evidence
+from subagent_lab.core.trace import Event, PromptAdded, RunStarted, ToolFinished, read_trace
+from subagent_lab.core.types import Span
+
+__all__ = [
+    "ABSENCE_PATTERNS",
+    "Score",
+    "ScoringContext",
+    "admits_absence",
+    "context_from_events",
+    "context_from_trace",
+    "countable_keywords",
+    "keyword_hits",
+    "score_run",
+]
 
 WIDE_SPAN_FACTOR = 4
 """An evidence range wider than this many times the gold span ..."""
 WIDE_SPAN_MIN_LINES = 100
-"""... and wider than this many lines does not count as a line-level hit: citing a whole
-file (``loaders.py:1-700``) must not earn credit for every span inside it."""
+"""... and wider than this many lines is no span hit: citing a whole file (``loaders.py:1-700``)
+must not earn credit for every span inside it. (Span hits only; strict hits cap far lower.)"""
+STRICT_MAX_LINES = 10
+"""A strict line hit may be at most this many lines wide, or as wide as the gold span it hits:
+a 100-line window over a 66-line function is no strict hit, the function cited whole is."""
 
-ABSENCE_PATTERNS: tuple[str, ...] = (
-    r"\bnot (?:be )?found\b",
-    r"\bno such\b",
-    r"\bdoes(?: not|n't) (?:exist|have|provide|support|contain|include|implement|offer)\b",
-    r"\bdo(?: not|n't) (?:exist|have|provide|support|contain|include|implement|offer)\b",
-    r"\bnot (?:present|exist|supported|implemented|available|included)\b",
-    r"\babsent\b",
-    r"\b(?:could|can)(?: not|n't|not) (?:find|locate)\b",
-    r"\bunable to (?:find|locate)\b",
-    r"\bthere (?:is|are) no\b",
-    r"\bno (?:code|evidence|implementation|support|loader|feature|function|class|module)s?\b",
-    r"\bnone (?:found|exists?)\b",
-    r"\bnowhere\b",
-)
-"""Phrases (regexes, matched case-insensitively) by which an answer admits absence."""
 
-_ABSENCE_RE = re.compile("|".join(ABSENCE_PATTERNS), re.IGNORECASE)
+@dataclass(frozen=True)
+class ScoringContext:
+    """What the run showed its model, for the rules that need more than the answer.
+
+    ``harness_texts``: text the harness wrote (system prompt, rendered task, every prompt it added,
+    the final prompt's listing of candidate lines included). ``seen``: the locations the tools
+    showed, None when unknown. ``require_seen``: evidence outside ``seen`` scores nothing.
+    """
+
+    harness_texts: tuple[str, ...] = ()
+    seen: tuple[Span, ...] | None = None
+    require_seen: bool = False
+
+
+def context_from_events(events: Iterable[Event], *, require_seen: bool | None = None) -> ScoringContext:
+    """The ``ScoringContext`` of one run's trace events.
+
+    ``require_seen`` defaults to the run's resolved profile: ``evidence_from_seen`` (the grammar
+    offers only seen lines) or ``require_seen`` (unseen evidence triggers a repair). A scripted
+    model, or an endpoint without constrained output, is not held by the grammar; the scorer is.
+    """
+    texts: list[str] = []
+    seen: list[Span] = []
+    profile: dict[str, Any] = {}
+    for event in events:
+        if isinstance(event, RunStarted):
+            texts += [event.system_prompt, event.task]
+            profile = event.profile_fields
+        elif isinstance(event, PromptAdded):
+            texts.append(event.content)
+        elif isinstance(event, ToolFinished) and event.status == "ok":
+            seen += [Span(str(s[0]), int(s[1]), int(s[2])) for s in event.spans if len(s) == 3]
+    if require_seen is None:
+        require_seen = bool(profile.get("evidence_from_seen") or profile.get("require_seen"))
+    return ScoringContext(harness_texts=tuple(texts), seen=tuple(seen), require_seen=require_seen)
+
+
+def context_from_trace(path: str | Path, *, require_seen: bool | None = None) -> ScoringContext:
+    """``context_from_events`` of the trace file at ``path``."""
+    return context_from_events(read_trace(path), require_seen=require_seen)
 
 
 class Score(BaseModel):
@@ -52,33 +106,53 @@ class Score(BaseModel):
     """Why the contract check failed, if it did."""
     status: str | None = None
     """The child's own ``status`` (``completed`` or ``partial``)."""
+    trace_checked: bool = False
+    """A ``ScoringContext`` was given: harness wording and (where known) seen locations were checked."""
     evidence_count: int = 0
+    """Evidence items as written, repeats included."""
+    evidence_unique: int = 0
+    """Distinct evidence items (same file and lines = one item); every ratio below counts these."""
+    unseen_evidence: list[str] = Field(default_factory=list)
+    """Distinct items outside every location the tools showed (with a context that knows them)."""
     grounded_ratio: float = 0.0
     """Share of evidence items pointing at real lines in the workspace (0 with no evidence)."""
     evidence_precision_file: float = 0.0
-    """Share of evidence items whose file is a gold file (0 with no evidence)."""
+    """Share of distinct, credited items whose file is a gold file (0 with no evidence)."""
     evidence_precision_line: float = 0.0
-    """Share of evidence items overlapping some gold span, within the line tolerance."""
+    """Span-hit precision: share of distinct items overlapping a gold span within the tolerance."""
     gold_recall_file: float = 0.0
-    """Share of gold spans whose file is cited by some evidence item (1 with no gold)."""
+    """Share of gold spans whose file is cited by some credited item (1 with no gold)."""
     gold_recall_line: float = 0.0
-    """Share of gold spans overlapped by some evidence item, within the line tolerance."""
+    """Span recall: share of gold spans overlapped by a credited item within the tolerance."""
+    strict_line_precision: float = 0.0
+    """Share of distinct items that are strict hits: overlap a gold span at tolerance 0 and are at
+    most ``max(STRICT_MAX_LINES, span length)`` lines wide (0 with no evidence)."""
+    strict_line_recall: float = 0.0
+    """Share of gold spans strictly hit by some item (1 with no gold)."""
+    gold_line_share: float = 0.0
+    """Share of the gold lines that strict hits cover, line by line (1 with no gold)."""
     keyword_recall: float | None = 0.0
-    """Share of the countable keywords (``countable_keywords``: the task's keywords that its
-    prompt does not already contain) found in summary + findings; None when there is none to
-    count, and then left out of ``quality``."""
+    """Share of the countable keywords found in summary + findings; None when none is countable
+    (then left out of ``quality``). Countable: not in the task, not in any harness text."""
     keywords_in_task: list[str] = Field(default_factory=list)
     """Keywords not counted because the task text already contains them (restating earns nothing)."""
+    keywords_listed: list[str] = Field(default_factory=list)
+    """Keywords not counted because a harness text (the listing of candidate lines...) holds them."""
     admits_absence: bool = False
-    """The summary or findings say the thing was not found / does not exist."""
+    """The answer says, in its own words (``own_words``), that the thing does not exist."""
+    absence_restated: bool = False
+    """An absence phrase occurs only inside wording copied from the task or the harness."""
     invented_evidence: bool = False
     """An ``absent`` task's answer cites evidence anyway."""
     missed_gold: list[str] = Field(default_factory=list)
-    """Gold spans (``path:start-end``) no evidence item hit at line level."""
+    """Gold spans (``path:start-end``) no credited item hit at span level."""
     unmatched_evidence: list[str] = Field(default_factory=list)
-    """Evidence items that hit no gold span at line level."""
+    """Distinct evidence items that hit no gold span at span level (or were not credited)."""
     quality: float = 0.0
     """Overall score in [0, 1]; see ``score_run``."""
+    quality_legacy: float = 0.0
+    """The scorer before issue 19 (repeats counted, ±tolerance span hits, absence and keywords on
+    the raw text); kept only to compare with figures reported before it."""
 
 
 def _norm_path(rel: str, root: Path) -> Path:
@@ -97,32 +171,11 @@ def _overlaps(start: int, end: int, span: GoldSpan, tolerance: int) -> bool:
     return start <= span.end + tolerance and end >= span.start - tolerance
 
 
-def keyword_hits(keywords: tuple[str, ...] | list[str], text: str) -> list[str]:
-    """The keywords occurring in ``text`` as whole words (case-insensitive, plural allowed).
-
-    Whole-word matching keeps short keywords such as ``int`` from matching ``print``.
-    """
-    hits: list[str] = []
-    for keyword in keywords:
-        pattern = rf"(?<![A-Za-z0-9_]){re.escape(keyword)}(?:e?s)?(?![A-Za-z0-9_])"
-        if re.search(pattern, text, re.IGNORECASE):
-            hits.append(keyword)
-    return hits
-
-
-def countable_keywords(task: BenchTask) -> tuple[str, ...]:
-    """The task's keywords that do not already occur in its prompt (matched as ``keyword_hits``).
-
-    An answer that restates the question would find those for free, so they say nothing about
-    what the child found; only the others count toward ``keyword_recall``.
-    """
-    given = set(keyword_hits(task.keywords, task.prompt))
-    return tuple(keyword for keyword in task.keywords if keyword not in given)
-
-
-def admits_absence(text: str) -> bool:
-    """Whether ``text`` says the sought thing is not present (see ABSENCE_PATTERNS)."""
-    return _ABSENCE_RE.search(text) is not None
+def _strict_hit(start: int, end: int, span: GoldSpan) -> bool:
+    """Overlap at tolerance 0 by a range no wider than ``max(STRICT_MAX_LINES, span length)``."""
+    if end - start + 1 > max(STRICT_MAX_LINES, span.end - span.start + 1):
+        return False
+    return start <= span.end and end >= span.start
 
 
 def _validate(payload: ExploreResult | Mapping[str, Any] | None) -> tuple[ExploreResult | None, list[str]]:
@@ -140,8 +193,72 @@ def _validate(payload: ExploreResult | Mapping[str, Any] | None) -> tuple[Explor
         ]
 
 
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values) if values else 0.0
+def _ratio(hits: int, total: int, empty: float) -> float:
+    return hits / total if total else empty
+
+
+def _quality(kind: TaskKind, absent_ok: bool, parts: list[float], keywords: float | None) -> float:
+    if kind == "absent":
+        return 1.0 if absent_ok else 0.0
+    parts = parts if keywords is None else [*parts, keywords]
+    return sum(parts) / len(parts)
+
+
+@dataclass
+class _Matches:
+    """How the distinct evidence items of one answer meet the gold spans."""
+
+    n_gold: int
+    unique: list[str] = field(default_factory=list)
+    unseen: list[str] = field(default_factory=list)
+    unmatched: list[str] = field(default_factory=list)
+    items: dict[str, int] = field(default_factory=lambda: {"file": 0, "span": 0, "strict": 0})
+    """Distinct credited items with at least one hit of each kind."""
+    gold: dict[str, set[int]] = field(default_factory=lambda: {"file": set(), "span": set(), "strict": set()})
+    """Indices of the gold spans hit, by kind."""
+    covered: set[tuple[Path, int]] = field(default_factory=set)
+    """Gold lines inside a strict hit."""
+    legacy_hits: int = 0
+    """Items as written (repeats included, seen or not) with a span hit: the old precision's numerator."""
+    legacy_gold: set[int] = field(default_factory=set)
+
+
+def _match(task: BenchTask, evidence: list[str], root: Path, tolerance: int, ctx: ScoringContext) -> _Matches:
+    gold_files = [_norm_path(span.path, root) for span in task.gold]
+    seen = [(_norm_path(s.path, root), s) for s in ctx.seen or () if s.start >= 1]
+    out = _Matches(n_gold=len(task.gold))
+    first: dict[tuple[Any, ...], list[int]] = {}
+    for item in evidence:
+        parsed = parse_evidence(item)
+        key: tuple[Any, ...] = (item,) if parsed is None else (_norm_path(parsed[0], root), *parsed[1:])
+        if key in first:  # a repeat earns nothing new (the grammar cannot ask for unique items)
+            out.legacy_hits += bool(first[key])
+            continue
+        out.unique.append(item)
+        if parsed is None:  # the contract already rejects malformed items; kept for hand-built dicts
+            first[key] = []
+            out.unmatched.append(item)
+            continue
+        path, start, end = key
+        on_file = [i for i, gold_file in enumerate(gold_files) if gold_file == path]
+        first[key] = [i for i in on_file if _overlaps(start, end, task.gold[i], tolerance)]
+        out.legacy_hits += bool(first[key])
+        out.legacy_gold.update(first[key])
+        if ctx.seen is not None and not any(p == path and s.covers(s.path, start, end) for p, s in seen):
+            out.unseen.append(item)
+            if ctx.require_seen:
+                out.unmatched.append(item)
+                continue
+        strict = [i for i in on_file if _strict_hit(start, end, task.gold[i])]
+        for kind, hit in (("file", on_file), ("span", first[key]), ("strict", strict)):
+            out.items[kind] += bool(hit)
+            out.gold[kind].update(hit)
+        for i in strict:
+            span = task.gold[i]
+            out.covered.update((path, n) for n in range(max(start, span.start), min(end, span.end) + 1))
+        if not first[key]:
+            out.unmatched.append(item)
+    return out
 
 
 def score_run(
@@ -150,93 +267,78 @@ def score_run(
     root: Path,
     *,
     line_tolerance: int = 3,
+    context: ScoringContext | None = None,
 ) -> Score:
     """Score one explore answer (an ExploreResult or its dict; None = no contract) for ``task``.
 
-    ``root`` is the task's workspace root (``package_root(task.package)``). An evidence item
-    hits a gold span at file level when both name the same file, and at line level when its
-    range also overlaps the span widened by ``line_tolerance`` lines on each side (ranges
-    far wider than the span never hit, see WIDE_SPAN_*).
+    ``root`` is the task's workspace root. Evidence is de-duplicated first (same file and lines:
+    one item). An item is *credited* when a tool showed it, or always when ``context`` does not
+    require seen evidence. A credited item hits a gold span at file level when both name the same
+    file; a *span hit* when its range overlaps the span widened by ``line_tolerance`` lines (ranges
+    far wider than the span never hit, WIDE_SPAN_*); a *strict hit* at tolerance 0 and at most
+    ``max(STRICT_MAX_LINES, span length)`` lines wide. ``context`` (``context_from_trace``) names
+    the harness's texts and the seen locations; without it only the loop's own prompts
+    (``wording.HARNESS_PROMPTS``) count as harness wording and nothing is checked for being seen.
 
     ``quality``:
 
     * contract invalid: 0;
-    * present tasks (locate/trace/enumerate/explain): the mean of ``gold_recall_line``,
-      ``evidence_precision_line`` and ``keyword_recall``, the last left out when it is None
-      (no keyword to count: the task has none, or its prompt already contains them all, so
-      neither 0 nor 1 would be earned);
-    * ``absent`` tasks: 1 if the answer admits absence and cites no evidence, else 0.
+    * present tasks: the mean of ``strict_line_recall``, ``strict_line_precision`` and
+      ``keyword_recall``, the last left out when it is None (no keyword countable);
+    * ``absent`` tasks: 1 if the answer cites nothing and ``admits_absence`` in its own words
+      (no run of ``wording.SHARED_NGRAM`` words copied from the task or a harness text), else 0.
     """
     result, errors = _validate(payload)
     if result is None:
         return Score(task_id=task.id, kind=task.kind, contract_valid=False, errors=errors)
 
     root = root.resolve()
+    ctx = context or ScoringContext()
+    harness = (*HARNESS_PROMPTS, *ctx.harness_texts)
     text = "\n".join([result.summary, *result.findings])
-    countable = countable_keywords(task)
+    in_task = set(keyword_hits(task.keywords, task.prompt))
+    countable = countable_keywords(task, harness)
     keyword_recall = len(keyword_hits(countable, text)) / len(countable) if countable else None
-    absence = admits_absence(text)
-    evidence = result.evidence
-    checks = ground_evidence(evidence, root)
-    grounded = sum(c.grounded for c in checks) / len(checks) if checks else 0.0
+    absence = admits_absence(text, [task.prompt, *harness])
+    checks = ground_evidence(result.evidence, root)
+    m = _match(task, result.evidence, root, line_tolerance, ctx)
+    n_unique, n_gold = len(m.unique), m.n_gold
+    gold_lines = {(_norm_path(s.path, root), n) for s in task.gold for n in range(s.start, s.end + 1)}
+    precision_strict = _ratio(m.items["strict"], n_unique, 0.0)
+    recall_strict = _ratio(len(m.gold["strict"]), n_gold, 1.0)
 
-    gold_files = [_norm_path(span.path, root) for span in task.gold]
-    file_hit_items = 0
-    line_hit_items = 0
-    gold_file_hit = [False] * len(task.gold)
-    gold_line_hit = [False] * len(task.gold)
-    unmatched: list[str] = []
-    for item in evidence:
-        parsed = parse_evidence(item)
-        if parsed is None:
-            # The contract already rejects malformed items; kept for dicts built by hand.
-            unmatched.append(item)
-            continue
-        rel, start, end = parsed
-        path = _norm_path(rel, root)
-        file_hit = False
-        line_hit = False
-        for i, span in enumerate(task.gold):
-            if path != gold_files[i]:
-                continue
-            file_hit = gold_file_hit[i] = True
-            if _overlaps(start, end, span, line_tolerance):
-                line_hit = gold_line_hit[i] = True
-        file_hit_items += file_hit
-        line_hit_items += line_hit
-        if not line_hit:
-            unmatched.append(item)
-
-    n_evidence = len(evidence)
-    n_gold = len(task.gold)
-    precision_file = file_hit_items / n_evidence if n_evidence else 0.0
-    precision_line = line_hit_items / n_evidence if n_evidence else 0.0
-    recall_file = sum(gold_file_hit) / n_gold if n_gold else 1.0
-    recall_line = sum(gold_line_hit) / n_gold if n_gold else 1.0
-    invented = task.kind == "absent" and n_evidence > 0
-
-    if task.kind == "absent":
-        quality = 1.0 if absence and n_evidence == 0 else 0.0
-    else:
-        parts = [recall_line, precision_line]
-        quality = _mean(parts if keyword_recall is None else [*parts, keyword_recall])
-
+    legacy = [k for k in task.keywords if k not in in_task]
+    legacy_keywords = len(keyword_hits(legacy, text)) / len(legacy) if legacy else None
+    legacy_parts = [_ratio(m.legacy_hits, len(result.evidence), 0.0), _ratio(len(m.legacy_gold), n_gold, 1.0)]
     return Score(
         task_id=task.id,
         kind=task.kind,
         contract_valid=True,
         status=result.status,
-        evidence_count=n_evidence,
-        grounded_ratio=grounded,
-        evidence_precision_file=precision_file,
-        evidence_precision_line=precision_line,
-        gold_recall_file=recall_file,
-        gold_recall_line=recall_line,
+        trace_checked=context is not None,
+        evidence_count=len(result.evidence),
+        evidence_unique=n_unique,
+        unseen_evidence=m.unseen,
+        grounded_ratio=sum(c.grounded for c in checks) / len(checks) if checks else 0.0,
+        evidence_precision_file=_ratio(m.items["file"], n_unique, 0.0),
+        evidence_precision_line=_ratio(m.items["span"], n_unique, 0.0),
+        gold_recall_file=_ratio(len(m.gold["file"]), n_gold, 1.0),
+        gold_recall_line=_ratio(len(m.gold["span"]), n_gold, 1.0),
+        strict_line_precision=precision_strict,
+        strict_line_recall=recall_strict,
+        gold_line_share=_ratio(len(m.covered & gold_lines), len(gold_lines), 1.0),
         keyword_recall=keyword_recall,
-        keywords_in_task=[k for k in task.keywords if k not in countable],
+        keywords_in_task=[k for k in task.keywords if k in in_task],
+        keywords_listed=[k for k in task.keywords if k not in in_task and k not in countable],
         admits_absence=absence,
-        invented_evidence=invented,
-        missed_gold=[span.label for span, hit in zip(task.gold, gold_line_hit, strict=True) if not hit],
-        unmatched_evidence=unmatched,
-        quality=quality,
+        absence_restated=not absence and mentions_absence(text),
+        invented_evidence=task.kind == "absent" and n_unique > 0,
+        missed_gold=[span.label for i, span in enumerate(task.gold) if i not in m.gold["span"]],
+        unmatched_evidence=m.unmatched,
+        quality=_quality(
+            task.kind, absence and not n_unique, [recall_strict, precision_strict], keyword_recall
+        ),
+        quality_legacy=_quality(
+            task.kind, legacy_admits_absence(text) and not result.evidence, legacy_parts, legacy_keywords
+        ),
     )

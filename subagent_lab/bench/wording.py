@@ -1,0 +1,142 @@
+"""The scorer's text rules: which keywords count, and whether an answer admits absence in its own words.
+
+Both rules refuse credit for wording the answer could copy: the task's prompt and every text the
+harness wrote to the model (its prompts, the final prompt's listing of candidate lines with their
+text). No rule names a task's own nouns.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from subagent_lab.bench.suite import BenchTask
+from subagent_lab.core.loop import (
+    ABSENT_PROMPT,
+    CHECK_PROMPT,
+    FINAL_PROMPT,
+    FINAL_PROMPT_FREE,
+    GRACE_PROMPT,
+    NUDGE_PROMPT,
+    REPAIR_PROMPT,
+    RETRY_PROMPT,
+)
+
+SHARED_NGRAM = 4
+"""A run of this many words of an answer that also occurs in the task or a harness text is not the
+answer's own wording (``own_words``). Four: "has no such loader" is a copy, "jinja2 has no HTTP
+loader" is not, though it shares three words with "If jinja2 has no such loader, say so"."""
+
+ABSENCE_PATTERNS: tuple[str, ...] = (
+    r"\bnot (?:be )?found\b",
+    r"\bno such\b",
+    r"\b(?:does|do|did)(?: not|n't) (?:exist|have|provide|support|contain|include|implement|offer|ship)\b",
+    r"\b(?:is|are)(?: not|n't) (?:present|there|supported|implemented|available|included|provided)\b",
+    r"\bnot (?:present|exist|supported|implemented|available|included|provided)\b",
+    r"\b(?:has|have|contains?|provides?|offers?|includes?|implements?|supports?|ships?) no\b",
+    r"\babsent\b",
+    r"\b(?:could|can|did)(?: not|n't|not) (?:find|locate|see)\b",
+    r"\bunable to (?:find|locate)\b",
+    r"\bthere (?:is|are|was|were) no\b",
+    r"\bno (?:code|evidence|implementation|support|function|class|module|method|mechanism)s?\b",
+    r"\bnone (?:found|exists?)\b",
+    r"\bnothing (?:in|like|that|which)\b",
+    r"\bnowhere\b",
+)
+"""General negations of existence (regexes, matched case-insensitively); no task's own nouns."""
+
+LEGACY_ABSENCE_PATTERNS: tuple[str, ...] = (
+    r"\bnot (?:be )?found\b",
+    r"\bno such\b",
+    r"\bdoes(?: not|n't) (?:exist|have|provide|support|contain|include|implement|offer)\b",
+    r"\bdo(?: not|n't) (?:exist|have|provide|support|contain|include|implement|offer)\b",
+    r"\bnot (?:present|exist|supported|implemented|available|included)\b",
+    r"\babsent\b",
+    r"\b(?:could|can)(?: not|n't|not) (?:find|locate)\b",
+    r"\bunable to (?:find|locate)\b",
+    r"\bthere (?:is|are) no\b",
+    r"\bno (?:code|evidence|implementation|support|loader|feature|function|class|module)s?\b",
+    r"\bnone (?:found|exists?)\b",
+    r"\bnowhere\b",
+)
+"""The patterns before issue 19, matched on the whole text (``quality_legacy`` only): "loader" and
+"feature" came from the absent tasks' prompts, which the rule then credited when restated."""
+
+_ABSENCE_RE = re.compile("|".join(ABSENCE_PATTERNS), re.IGNORECASE)
+_LEGACY_ABSENCE_RE = re.compile("|".join(LEGACY_ABSENCE_PATTERNS), re.IGNORECASE)
+_WORD = re.compile(r"[A-Za-z0-9_]+(?:'[A-Za-z]+)?")
+
+HARNESS_PROMPTS: tuple[str, ...] = (
+    FINAL_PROMPT,
+    FINAL_PROMPT_FREE,
+    GRACE_PROMPT.format(why=""),
+    NUDGE_PROMPT,
+    RETRY_PROMPT.format(why=""),
+    CHECK_PROMPT.format(task=""),
+    ABSENT_PROMPT,
+    REPAIR_PROMPT.format(errors=""),
+)
+"""The loop's own prompt texts: harness wording for every answer, with a trace or without one."""
+
+
+def keyword_hits(keywords: tuple[str, ...] | list[str], text: str) -> list[str]:
+    """The keywords occurring in ``text`` as whole words (case-insensitive, plural allowed).
+
+    Whole-word matching keeps short keywords such as ``int`` from matching ``print``.
+    """
+    hits: list[str] = []
+    for keyword in keywords:
+        pattern = rf"(?<![A-Za-z0-9_]){re.escape(keyword)}(?:e?s)?(?![A-Za-z0-9_])"
+        if re.search(pattern, text, re.IGNORECASE):
+            hits.append(keyword)
+    return hits
+
+
+def countable_keywords(task: BenchTask, harness_texts: Iterable[str] = ()) -> tuple[str, ...]:
+    """The task's keywords that occur neither in its prompt nor in any of ``harness_texts``.
+
+    An answer that restates the question, or copies the lines the harness listed for it, finds
+    those for free: they say nothing about what the child found.
+    """
+    given = set(keyword_hits(task.keywords, "\n".join([task.prompt, *harness_texts])))
+    return tuple(keyword for keyword in task.keywords if keyword not in given)
+
+
+def own_words(text: str, given: Iterable[str], n: int = SHARED_NGRAM) -> list[str]:
+    """The stretches of ``text`` left once every run of ``n`` words (case-insensitive) that also
+    occurs in one of ``given`` is cut out; the pieces stay apart, so no phrase forms across a cut."""
+    shared: set[tuple[str, ...]] = set()
+    for other in given:
+        words = [m.group().lower() for m in _WORD.finditer(other)]
+        shared.update(tuple(words[i : i + n]) for i in range(len(words) - n + 1))
+    tokens = list(_WORD.finditer(text))
+    words = [m.group().lower() for m in tokens]
+    cut = [False] * len(tokens)
+    for i in range(len(tokens) - n + 1):
+        if tuple(words[i : i + n]) in shared:
+            cut[i : i + n] = [True] * n
+    pieces: list[str] = []
+    first: int | None = None
+    for i in range(len(tokens) + 1):
+        if i < len(tokens) and not cut[i]:
+            first = i if first is None else first
+        elif first is not None:
+            pieces.append(text[tokens[first].start() : tokens[i - 1].end()])
+            first = None
+    return pieces
+
+
+def admits_absence(text: str, given: Iterable[str] = ()) -> bool:
+    """Whether ``text`` says, in words of its own (``own_words``: not copied from ``given``, the
+    task and the harness's texts), that the sought thing does not exist (``ABSENCE_PATTERNS``)."""
+    return any(_ABSENCE_RE.search(piece) for piece in own_words(text, given))
+
+
+def mentions_absence(text: str) -> bool:
+    """Whether an absence phrase occurs anywhere in ``text``, copied or not."""
+    return _ABSENCE_RE.search(text) is not None
+
+
+def legacy_admits_absence(text: str) -> bool:
+    """The rule before issue 19: a ``LEGACY_ABSENCE_PATTERNS`` match anywhere in ``text``."""
+    return _LEGACY_ABSENCE_RE.search(text) is not None

@@ -21,6 +21,7 @@ from subagent_lab.tools.glob import glob
 from subagent_lab.tools.grep import grep
 from subagent_lab.tools.read import read_observed
 from subagent_lab.tools.simple import ObservationLimits, simple_glob, simple_grep, simple_read
+from subagent_lab.tools.symbols.tools import symbol_tools
 
 Interface = Literal["simple", "full"]
 """Which tool interface a child gets: see the module docstring."""
@@ -54,7 +55,8 @@ def build_tools(
     full interface has its own caps and ignores it.
     """
     if interface == "simple":
-        available = simple_tools(limits)
+        # Find, Refs, Outline and Search (tools/symbols) join only when a profile names them.
+        available = {**simple_tools(limits), **symbol_tools()}
     elif interface == "full":
         available = READONLY_TOOLS
     else:

@@ -1,0 +1,217 @@
+"""A map of a workspace for a model's first context: its files with their most-referenced
+definitions, ranked by PageRank over the reference graph (as Aider's repo map), fit to a budget.
+
+The graph has one node per code file and an edge from a file that references a name to each
+file that defines it, weighted by the square root of how often the name is referenced there,
+divided among the files that define it (an ambiguous name says little about any one of them),
+and a tenth for a private ``_name``; dunder names (``__init__``) make no edge. Each definition's
+rank is its share of the PageRank flowing into its file through its name. The map lists library
+files before tests, docs and examples, each group by rank, and within a file the chosen
+definitions in line order, each as ``start-end signature``.
+
+Tokens are estimated as ``core.context.estimate_text`` does (UTF-8 bytes / 3, an overestimate for
+code), so a map within its budget by that estimate is within it for the model too.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections import defaultdict
+from functools import lru_cache
+
+from subagent_lab.core.context import estimate_text
+from subagent_lab.tools.symbols.index import IndexedFile, SymbolIndex, index_for, module_name
+from subagent_lab.tools.symbols.parse import REF_KINDS
+from subagent_lab.workspace.sandbox import Workspace
+
+SIGNATURE_CHARS = 100
+"""Characters of a signature the map shows."""
+AMBIGUOUS_WEIGHT = 0.1
+"""Weight of an edge made by a private name (``_helper``, used inside its module, rarely an entry
+point) or by a name Python's builtins also define (``items``, ``copy``)."""
+
+Ranks = tuple[dict[str, float], dict[tuple[str, str], float]]
+"""(PageRank of each file, rank of each (file, defined name))."""
+
+
+@lru_cache(maxsize=1)
+def _builtin_attributes() -> frozenset[str]:
+    """Names Python's own builtins and built-in types define (``items``, ``get``, ``append``): a
+    reference ``x.items()`` to one of them names the workspace's ``items`` only by chance."""
+    import builtins
+
+    kinds = (dict, list, set, frozenset, tuple, str, bytes, int, float, object, type)
+    return frozenset(name for space in (builtins, *kinds) for name in dir(space))
+
+
+def _edge_weight(name: str, count: int, definers: int) -> float:
+    weight = math.sqrt(count) / definers
+    if name.startswith("_") or name in _builtin_attributes():
+        weight *= AMBIGUOUS_WEIGHT
+    return weight
+
+
+def _foreign(dotted: str, own: set[str]) -> bool:
+    """Whether an import's dotted source lies outside the workspace (not relative, and its first
+    part is none of the workspace's top-level modules or the root's own name)."""
+    return not dotted.startswith(".") and dotted.split(".")[0] not in own
+
+
+def _own_count(entry: IndexedFile, name: str, codes: array[int], own: set[str]) -> int:
+    """References of ``name`` in a file that can mean the workspace's own definition: not its
+    import, not one bound to another package's name, nor made as ``other_package.name``."""
+    imported = entry.parse.imports.get(name)
+    if imported is not None and _foreign(imported, own):
+        return 0
+    count = sum(1 for code in codes if REF_KINDS[code & 7] != "import")
+    through = sum(n.get(name, 0) for module, n in entry.parse.module_attrs.items() if _foreign(module, own))
+    return max(count - through, 0) if count else int(imported is not None)
+
+
+def _import_target(rel: str, dotted: str, modules: dict[str, str], root_name: str) -> str | None:
+    """The workspace file an import of ``dotted`` (``.utils.F``, ``pkg.utils.F``) takes it from."""
+    level = len(dotted) - len(dotted.lstrip("."))
+    parts = dotted.lstrip(".").split(".")
+    if level:
+        package = (
+            module_name(rel).split(".") if rel.endswith("__init__.py") else module_name(rel).split(".")[:-1]
+        )
+        package = package[: len(package) - (level - 1)] if level > 1 else package
+        parts = [p for p in package if p] + parts
+    module = ".".join(parts[:-1])
+    for candidate in (module, module.removeprefix(root_name + ".") if root_name else module):
+        if candidate in modules:
+            return modules[candidate]
+    return None
+
+
+def _targets(
+    index: SymbolIndex, rel: str, name: str, definers: set[str], modules: dict[str, str]
+) -> set[str]:
+    """The files a reference to ``name`` in ``rel`` can mean: none when ``rel`` defines it at
+    its top level (its own wins), the one it is imported from when that one defines it, else all."""
+    entry = index.files[rel]
+    if rel in definers and any(d.name == name and d.qualname == name for d in entry.parse.definitions):
+        return set()
+    imported = entry.parse.imports.get(name)
+    if imported is not None:
+        source = _import_target(rel, imported, modules, index.root_name)
+        if source in definers:
+            return {source}
+    return definers - {rel}
+
+
+def rank_definitions(index: SymbolIndex) -> Ranks:
+    """PageRank of the files over the reference graph, and each (file, name)'s share of it."""
+    import networkx as nx
+
+    definers: dict[str, set[str]] = defaultdict(set)
+    for name, hits in index.by_name.items():
+        if not (name.startswith("__") and name.endswith("__")):
+            definers[name] = {rel for rel, _ in hits}
+    graph = nx.DiGraph()
+    graph.add_nodes_from(index.files)
+    own = {module_name(rel).split(".")[0] for rel in index.files} | {index.root_name}
+    modules = {module_name(rel): rel for rel in index.files}
+    edges: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+    for rel, entry in index.files.items():
+        for name, codes in entry.parse.refs.items():
+            targets = definers.get(name)
+            count = _own_count(entry, name, codes, own) if targets else 0
+            if not targets or not count:
+                continue
+            for target in _targets(index, rel, name, targets, modules):
+                edges[(rel, target)][name] = _edge_weight(name, count, len(targets))
+    for (source, target), names in edges.items():
+        graph.add_edge(source, target, weight=sum(names.values()))
+    if graph.number_of_nodes() == 0:
+        return {}, {}
+    file_rank: dict[str, float] = (
+        nx.pagerank(graph, weight="weight") if edges else {rel: 1 / graph.number_of_nodes() for rel in graph}
+    )
+    out_weight = {rel: sum(d["weight"] for _, _, d in graph.out_edges(rel, data=True)) for rel in graph}
+    name_rank: dict[tuple[str, str], float] = defaultdict(float)
+    for (source, target), names in edges.items():
+        for name, weight in names.items():
+            name_rank[(target, name)] += file_rank[source] * weight / out_weight[source]
+    return file_rank, dict(name_rank)
+
+
+def _cut(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= SIGNATURE_CHARS else text[: SIGNATURE_CHARS - 1] + "…"
+
+
+def _label(index: SymbolIndex, rel: str) -> str:
+    role = index.role(rel)
+    return rel if role == "library" else f"[{role}] {rel}"
+
+
+def _render(index: SymbolIndex, order: list[str], chosen: dict[str, list[int]]) -> str:
+    lines: list[str] = []
+    for rel in order:
+        picked = chosen.get(rel)
+        if picked is None:
+            continue
+        lines.append(f"{_label(index, rel)}:")
+        defs = index.files[rel].parse.definitions
+        for position in sorted(picked):
+            unit = defs[position]
+            indent = "  " * (1 + min(unit.qualname.count("."), 2))
+            lines.append(f"{indent}{unit.start}-{unit.end} {_cut(unit.signature)}")
+    return "\n".join(lines)
+
+
+def repo_map(workspace: Workspace, token_budget: int) -> str:
+    """The workspace's files and their most-referenced definitions, at most ``token_budget``
+    tokens (estimated); '' when not even one file's name fits."""
+    index = index_for(workspace)
+    file_rank, name_rank = index.derive("repo_map_ranks", rank_definitions)
+    order = sorted(index.files, key=lambda rel: (index.role(rel) != "library", -file_rank.get(rel, 0.0), rel))
+    # Every definition, best first: library code first, then rank through its name, top-level
+    # before nested, then the file's own rank (an unreferenced definition of a central file first).
+    candidates: list[tuple[bool, float, int, float, str, int]] = []
+    for rel in order:
+        test_or_doc = index.role(rel) != "library"
+        defs = index.files[rel].parse.definitions
+        last = {unit.qualname: position for position, unit in enumerate(defs)}
+        for position, unit in enumerate(defs):
+            if last[unit.qualname] != position:
+                continue  # an @overload stub: the map shows the implementation, defined last
+            rank = name_rank.get((rel, unit.name), 0.0)
+            nested = unit.qualname.count(".")
+            candidates.append((test_or_doc, -rank, nested, -file_rank.get(rel, 0.0), rel, position))
+    candidates.sort()
+
+    def build(count: int) -> str:
+        chosen: dict[str, list[int]] = defaultdict(list)
+        for *_, rel, position in candidates[:count]:
+            chosen[rel].append(position)
+        return _render(index, order, dict(chosen))
+
+    def fits(text: str) -> bool:
+        return estimate_text(text) <= token_budget
+
+    low, high = 1, len(candidates)
+    best = ""
+    while low <= high:  # the most definitions whose map fits
+        middle = (low + high) // 2
+        text = build(middle)
+        if fits(text):
+            best, low = text, middle + 1
+        else:
+            high = middle - 1
+    shown = {line.rstrip(":") for line in best.splitlines() if not line.startswith(" ")}
+    names = best.splitlines()
+    size = len(best.encode("utf-8"))
+    for rel in order:  # then the names of the files with no definition shown, while they fit
+        line = _label(index, rel)
+        if line in shown:
+            continue
+        grown = size + len(line.encode("utf-8")) + (1 if names else 0)
+        if math.ceil(grown / 3) > token_budget:  # estimate_text's bytes / 3
+            break
+        names.append(line)
+        size = grown
+    return "\n".join(names)

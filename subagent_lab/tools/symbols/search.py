@@ -1,0 +1,92 @@
+"""Code units ranked for a natural-language query, and the retrieval-only answer built on them.
+
+Each function, method and class of the index is one document: its name (weighted), enclosing
+scopes, module path and body, as terms (``terms.py``); ``bm25s`` ranks them (BM25, Lucene
+variant, k1 = 1.5, b = 0.75, its defaults). The search index is built once per ``SymbolIndex``
+and kept with it. Library code is listed before tests, docs and examples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from subagent_lab.tools.symbols.index import Role, SymbolIndex, index_for, module_name
+from subagent_lab.tools.symbols.parse import Definition
+from subagent_lab.tools.symbols.terms import query_terms, words
+from subagent_lab.workspace.sandbox import Workspace
+
+SEARCHED_KINDS = frozenset({"class", "function", "method"})
+"""Units a search returns: code with a body (a constant is one line, which Grep finds)."""
+
+
+@dataclass(frozen=True)
+class UnitHit:
+    """One ranked unit: lines ``unit.start``-``unit.end`` of ``rel``."""
+
+    rel: str
+    unit: Definition
+    score: float
+    role: Role
+
+    @property
+    def label(self) -> str:
+        """``path:start-end``, the unit as evidence."""
+        return f"{self.rel}:{self.unit.start}-{self.unit.end}"
+
+
+class UnitSearch:
+    """A BM25 index over the units of one ``SymbolIndex``."""
+
+    def __init__(self, index: SymbolIndex) -> None:
+        import bm25s
+
+        self.index = index
+        self.units = [(rel, d) for rel, d in index.units() if d.kind in SEARCHED_KINDS]
+        path_terms = {rel: words(module_name(rel).replace(".", " ")) for rel in index.files}
+        corpus = [list(unit.terms) + path_terms[rel] for rel, unit in self.units]
+        self.bm25: Any = None
+        self.vocab: dict[str, int] = {}
+        if corpus:
+            self.bm25 = bm25s.BM25()
+            self.bm25.index(corpus, show_progress=False)
+            self.vocab = self.bm25.vocab_dict
+
+    def search(self, query: str, limit: int) -> list[UnitHit]:
+        """Up to ``limit`` units with a positive score, best first (ties: path, then line)."""
+        import numpy as np
+
+        terms = [t for t in query_terms(query) if t in self.vocab]
+        if not terms or self.bm25 is None or limit < 1:
+            return []
+        scores = np.asarray(self.bm25.get_scores(terms), dtype=float)
+        order = np.argsort(-scores, kind="stable")[:limit]
+        hits: list[UnitHit] = []
+        for position in order:
+            score = float(scores[position])
+            if score <= 0:
+                break
+            rel, unit = self.units[int(position)]
+            hits.append(UnitHit(rel, unit, score, self.index.role(rel)))
+        return hits
+
+
+def unit_search(index: SymbolIndex) -> UnitSearch:
+    """The search index of ``index`` (built on first use, then kept with it)."""
+    built: UnitSearch = index.derive("unit_search", UnitSearch)
+    return built
+
+
+def ranked_units(index: SymbolIndex, query: str, k: int, *, pool: int = 200) -> list[UnitHit]:
+    """The best ``k`` units for ``query``: library code first, then tests, docs and examples,
+    each group best first (from the ``pool`` best units overall)."""
+    hits = unit_search(index).search(query, max(pool, k))
+    library = [h for h in hits if h.role == "library"]
+    others = [h for h in hits if h.role != "library"]
+    return (library + others)[:k]
+
+
+def retrieval_answer(workspace: Workspace, task_text: str, k: int) -> list[str]:
+    """The no-model floor: the ``path:start-end`` labels of the top ``k`` units ``Search`` ranks
+    for the task's text, library code first."""
+    return [hit.label for hit in ranked_units(index_for(workspace), task_text, k)]

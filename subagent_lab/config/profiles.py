@@ -55,6 +55,10 @@ class ModelConfig(_Frozen):
     """Tokens a remote endpoint serves per request (prompt + output). When set, every profile using
     this model must fit in it (checked at load). Ignored for the embedded server, whose limit is
     ``served_context``."""
+    endpoints: dict[str, int] = Field(default_factory=dict)
+    """Replicas serving this model, base URL -> requests in flight at once (at least 1): calls are
+    spread over them by ``subagent_lab.models.pool`` (retries, a replica that stays down is taken
+    out). Empty: the one endpoint ``base_url`` names."""
 
 
 class RuntimeProfile(_Frozen):

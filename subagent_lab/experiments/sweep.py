@@ -38,7 +38,8 @@ from subagent_lab.core.model import Model
 from subagent_lab.core.trace import Redactor
 from subagent_lab.core.types import ConfigError, ModelChoice
 from subagent_lab.local_models import factory as local_factory
-from subagent_lab.models.cache import CachingModel
+from subagent_lab.models.cache import CachingModel, config_namespace
+from subagent_lab.models.pool import pooled_factory
 
 TOOLS = ("Read", "Grep", "Glob")
 OUTCOMES = ("executed", "repeated", "denied", "failed")
@@ -140,7 +141,7 @@ def _caching_factory(
     inner: ModelFactory, lab: LabConfig, cache_dir: str, models: list[CachingModel]
 ) -> ModelFactory:
     def make(choice: ModelChoice, cfg: ModelConfig) -> Model:
-        model = CachingModel(inner(choice, cfg), cache_dir, namespace=f"{lab.endpoint_url(cfg)}|{cfg.model}")
+        model = CachingModel(inner(choice, cfg), cache_dir, namespace=config_namespace(lab, cfg))
         models.append(model)
         return model
 
@@ -153,7 +154,8 @@ def execute_run(run: RunSpec, model_factory: ModelFactory | None = None) -> dict
     lab: LabConfig | None = None
     try:
         lab = load_config(run.config_path)
-        factory = model_factory or local_factory.default_model_factory(lab)
+        # A model with several ``endpoints`` is served by an endpoint pool; others as before.
+        factory = model_factory or pooled_factory(lab, local_factory.default_model_factory(lab))
         cached: list[CachingModel] = []
         if run.cache_dir:
             factory = _caching_factory(factory, lab, run.cache_dir, cached)
@@ -305,8 +307,17 @@ def run_sweep(
     cache: bool = True,
     progress: bool = True,
     on_row: Callable[[dict[str, Any]], None] | None = None,
+    cluster: str | None = None,
+    storage: str | None = None,
 ) -> pd.DataFrame:
-    """Run (or resume) a sweep and return its table, one row per run."""
+    """Run (or resume) a sweep and return its table, one row per run.
+
+    ``cluster``: a Dask scheduler address (``tcp://host:8786``); the runs go to its workers, which
+    need no file of the driver's (``subagent_lab.experiments.cluster``); rows then also say
+    ``worker``, ``attempts`` and ``retried``. ``storage``: with ``cluster``, an fsspec URL the
+    workers write traces to instead of returning them. Without ``cluster``, ``executor`` (any
+    ``concurrent.futures.Executor``) or a pool of ``max_workers`` threads runs them.
+    """
     lab = load_config(config_path)
     _check_variants(spec, lab)
     out = sweep_dir(spec, out_dir, lab)
@@ -315,28 +326,40 @@ def run_sweep(
     log = _ResultLog(out / "results.jsonl")
     done = {row["run_key"] for row in log.rows() if row.get("terminal_reason") != "crashed"}
     runs = [r for r in plan_runs(spec, config_path=lab.source, out=out, cache=cache) if r.run_key not in done]
-    if runs and model_factory is None:
+    if runs and model_factory is None and cluster is None:  # on a cluster, each worker starts its own
         _start_embedded_server(lab, {r.model for r in runs})
     bar = _progress(total=len(runs) + len(done), initial=len(done), enabled=progress)
     failures, tokens = 0, 0
-    own = executor is None
-    pool = executor or ThreadPoolExecutor(max_workers=max_workers)
+
+    def record(row: dict[str, Any]) -> None:
+        nonlocal failures, tokens
+        log.append(row)
+        failures += row.get("status") == "failed"
+        tokens += int(row.get("total_tokens") or 0)
+        if bar is not None:
+            bar.set_postfix(failed=failures, tokens=tokens)
+            bar.update(1)
+        if on_row is not None:
+            on_row(row)
+
+    own = executor is None and cluster is None
+    pool = executor or (ThreadPoolExecutor(max_workers=max_workers) if own else None)
     try:
-        futures: list[Future[dict[str, Any]]] = [pool.submit(execute_run, r, model_factory) for r in runs]
-        for future in as_completed(futures):
-            row = future.result()
-            log.append(row)
-            failures += row.get("status") == "failed"
-            tokens += int(row.get("total_tokens") or 0)
-            if bar is not None:
-                bar.set_postfix(failed=failures, tokens=tokens)
-                bar.update(1)
-            if on_row is not None:
-                on_row(row)
+        if cluster is not None:
+            from subagent_lab.experiments.cluster import run_on_cluster
+
+            run_on_cluster(
+                runs, cluster, lab=lab, model_factory=model_factory, on_row=record, storage=storage
+            )
+        else:
+            assert pool is not None
+            futures: list[Future[dict[str, Any]]] = [pool.submit(execute_run, r, model_factory) for r in runs]
+            for future in as_completed(futures):
+                record(future.result())
     finally:
         if bar is not None:
             bar.close()
-        if own:
+        if own and pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
     return load_results(out)
 

@@ -1,8 +1,12 @@
 """An optional model-call cache keyed by the complete request.
 
-Re-analysis and notebook re-execution cost nothing: an identical request (endpoint, model,
-messages, tools, parameters) returns the recorded response, flagged ``cache_hit`` so hits are a
-column in every table, never hidden. Failed calls are never cached.
+Re-analysis and notebook re-execution cost nothing: an identical request (model, messages, tools,
+parameters) returns the recorded response, flagged ``cache_hit`` so hits are a column in every
+table, never hidden. Failed calls are never cached.
+
+The model part of the key is a namespace the caller builds (``config_namespace``): the weights'
+SHA-256 where they are known (the embedded models: the same weights behind any server, port or
+alias share their answers), else the endpoint URL and model id (every replica URL of a pool).
 """
 
 from __future__ import annotations
@@ -13,12 +17,48 @@ import os
 import tempfile
 from pathlib import Path
 
+from subagent_lab.config.profiles import LabConfig, ModelConfig
 from subagent_lab.core.model import Model
 from subagent_lab.core.types import ModelRequest, ModelResponse
 
 
+def weights_namespace(sha256: str, cfg: ModelConfig) -> str:
+    """The namespace of a model whose weights are known: their hash and how the adapter renders
+    requests (the tool protocol and the grammar change what the server is sent)."""
+    return f"weights-sha256:{sha256}|{cfg.tool_protocol}|constrain={cfg.constrain_output}"
+
+
+def config_namespace(lab: LabConfig, cfg: ModelConfig) -> str:
+    """The cache namespace of a configured model (see the module docstring)."""
+    if cfg.base_url is None and not cfg.endpoints:
+        from subagent_lab.local_models.weights import WeightsError, spec_for
+
+        try:
+            return weights_namespace(spec_for(cfg.model).sha256, cfg)
+        except WeightsError:
+            pass  # an alias the embedded server does not ship: key by endpoint as before
+    if cfg.endpoints:
+        return f"{'|'.join(sorted(cfg.endpoints))}|{cfg.model}"
+    return f"{lab.endpoint_url(cfg)}|{cfg.model}"
+
+
+def entry_path(cache_dir: str | Path, key: str) -> Path:
+    """Where the response of request key ``key`` is stored under ``cache_dir``."""
+    return Path(cache_dir) / key[:2] / f"{key}.json"
+
+
+def store_entry(cache_dir: str | Path, key: str, text: str) -> None:
+    """Write one cache entry (write-then-rename, so a reader or a crash never sees half a file)."""
+    path = entry_path(cache_dir, key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
 def request_key(namespace: str, request: ModelRequest) -> str:
-    """SHA-256 over the namespace (endpoint + model id) and the whole request except its timeout."""
+    """SHA-256 over the namespace (``config_namespace``) and the whole request except its timeout."""
     body = request.model_dump(mode="json", exclude={"timeout_s"})
     blob = json.dumps({"ns": namespace, "request": body}, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
@@ -36,12 +76,15 @@ class CachingModel:
         self.namespace = namespace
         self.hits = 0
         self.misses = 0
+        self.written: list[str] = []
+        """Keys of the entries this wrapper wrote (a cluster worker sends them to the driver)."""
 
     def _path(self, key: str) -> Path:
-        return self.cache_dir / key[:2] / f"{key}.json"
+        return entry_path(self.cache_dir, key)
 
     def complete(self, request: ModelRequest) -> ModelResponse:
-        path = self._path(request_key(self.namespace, request))
+        key = request_key(self.namespace, request)
+        path = self._path(key)
         if path.exists():
             try:
                 cached = ModelResponse.model_validate_json(path.read_text(encoding="utf-8"))
@@ -52,10 +95,6 @@ class CachingModel:
                 return cached.model_copy(update={"cache_hit": True, "latency_s": 0.0, "attempts": 0})
         self.misses += 1
         response = self.inner.complete(request)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # Write-then-rename so a concurrent reader or a crash never sees half a file.
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(response.model_dump_json())
-        os.replace(tmp, path)
+        store_entry(self.cache_dir, key, response.model_dump_json())
+        self.written.append(key)
         return response

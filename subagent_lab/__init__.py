@@ -44,6 +44,9 @@ _EXPORTS: dict[str, str] = {
     "pick_trace": "subagent_lab.widgets.sweep_explorer",
     "write_report": "subagent_lab.api.report",
     # tables and plots of a sweep
+    "comparison_sentences": "subagent_lab.analysis.headline",
+    "lift_table": "subagent_lab.analysis.headline",
+    "readable_lift": "subagent_lab.analysis.headline",
     "headline": "subagent_lab.analysis.summary",
     "summarize": "subagent_lab.analysis.summary",
     "terminal_reasons": "subagent_lab.analysis.summary",
@@ -64,15 +67,18 @@ __all__ = [  # the names of _EXPORTS (a test keeps the two equal)
     "bench_workspace",
     "budget_curve",
     "compare",
+    "comparison_sentences",
     "explore",
     "headline",
     "inspect",
+    "lift_table",
     "load_config",
     "load_runs",
     "pick_trace",
     "plot_budget_curve",
     "plot_terminal_reasons",
     "plot_tokens_vs_quality",
+    "readable_lift",
     "rerun",
     "run",
     "run_parent",
@@ -87,6 +93,7 @@ __all__ = [  # the names of _EXPORTS (a test keeps the two equal)
 if TYPE_CHECKING:  # what editors and mypy see; at run time __getattr__ loads each on first use
     from subagent_lab.agents.launcher import SubagentResult
     from subagent_lab.agents.result import MainRunResult, RunResult
+    from subagent_lab.analysis.headline import comparison_sentences, lift_table, readable_lift
     from subagent_lab.analysis.summary import (
         budget_curve,
         headline,

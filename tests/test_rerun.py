@@ -14,6 +14,7 @@ from subagent_lab.agents.launch_io import render_task
 from subagent_lab.api.rerun import recorded_start, split_rendered_task
 from subagent_lab.cli.main import main as cli_main
 from subagent_lab.config.profiles import LabConfig, ModelConfig
+from subagent_lab.config.scaffolds import PLAIN_FIELDS, SCAFFOLD_FIELDS
 from subagent_lab.core.trace import RunStarted, TraceWriter, read_trace
 from subagent_lab.local_models import factory as factory_module
 from subagent_lab.models.scripted import ScriptedModel, final, tool_call
@@ -110,19 +111,22 @@ def test_rerun_changes_only_what_is_asked(config: LabConfig, workspace: Path, tm
     assert third.rerun_of == again.trace_path and _start(third.trace_path).budgets["max_steps"] == 2
 
 
-def test_another_model_gets_its_own_tuning(
+def test_another_model_runs_the_recorded_scaffold_unless_told_otherwise(
     config: LabConfig, workspace: Path, tmp_path: Path, models: Models
 ) -> None:
+    # A model's own tuning (model_overrides) must not come along when the model changes: the
+    # comparison is then of the models, not of two scaffolds.
     tuned = config.profiles["explore"].model_copy(update={"model_overrides": {"light": {"read_window": 20}}})
     lab = config.model_copy(update={"profiles": {**config.profiles, "explore": tuned}})
     first = sl.explore("Where is login?", workspace, ScriptedModel(_script()), config=lab, runs_dir=tmp_path)
     assert _start(first.trace_path).profile_fields["read_window"] == 20
     on_main = sl.rerun(first, config=lab, runs_dir=tmp_path)
-    assert (
-        _start(on_main.trace_path).profile_fields["read_window"] == tuned.read_window
-    )  # light's not carried
-    on_light = sl.rerun(first, "light", config=lab, runs_dir=tmp_path)
-    assert _start(on_light.trace_path).profile_fields["read_window"] == 20
+    ran = _start(on_main.trace_path).profile_fields
+    recorded = _start(first.trace_path).profile_fields
+    assert ran["read_window"] == 20
+    assert {k: ran[k] for k in SCAFFOLD_FIELDS} == {k: recorded[k] for k in SCAFFOLD_FIELDS}
+    plain = sl.rerun(first, config=lab, runs_dir=tmp_path, scaffold="plain")
+    assert {k: _start(plain.trace_path).profile_fields[k] for k in SCAFFOLD_FIELDS} == PLAIN_FIELDS
 
 
 def test_split_rendered_task_inverts_render_task() -> None:

@@ -13,6 +13,7 @@ from conftest import REPO
 from subagent_lab.analysis.summary import budget_curve, summarize, terminal_reasons
 from subagent_lab.bench.suite import load_suite
 from subagent_lab.core.types import ConfigError
+from subagent_lab.experiments.provenance import derive_seed
 from subagent_lab.experiments.sweep import SweepSpec, Variant, load_results, run_sweep, sweep_dir
 from subagent_lab.models.cache import request_key
 from subagent_lab.models.scripted import ScriptedFactory, ScriptedModel, final, tool_call
@@ -125,9 +126,12 @@ def test_crashed_run_is_recorded_not_lost(config_path: str, tmp_path: Path) -> N
 def test_dask_local_cluster_executor(config_path: str, tmp_path: Path) -> None:
     distributed = pytest.importorskip("distributed")
     spec = SweepSpec(name="d", tasks=(TASK.id,), models=("light", "main"), repeats=2)
-    with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-    ) as cluster, distributed.Client(cluster) as client:
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
         df = run_sweep(
             spec,
             config_path=config_path,
@@ -171,12 +175,17 @@ def test_repeats_make_different_requests_and_the_summary_shows_their_spread(
     df = run_sweep(
         spec, config_path=config_path, out_dir=tmp_path / "sw", model_factory=factory, progress=False
     )
-    assert sorted(zip(df["repeat"], df["seed"], strict=True)) == [(0, 10), (1, 11), (2, 12)]
+    # Seeds are derived per (task, model, repeat) from the sweep's base seed: distinct per repeat.
+    seeds = [derive_seed(10, TASK.id, "light", i) for i in range(3)]
+    assert len(set(seeds)) == 3
+    assert sorted(zip(df["repeat"], df["seed"], strict=True)) == list(enumerate(seeds))
     assert (df["cache_hits"] == 0).all() and (df["cache_misses"] == 2).all()  # the cache is on
     streams = [[request_key("ns", r) for r in model.requests] for model in factory.models]
     assert len(streams) == 3 and all(len(s) == 2 for s in streams)
     assert len({key for stream in streams for key in stream}) == 6  # no request shared by two repeats
-    assert sorted({r.seed for r in model.requests} for model in factory.models) == [{10}, {11}, {12}]
+    assert sorted(({r.seed for r in model.requests} for model in factory.models), key=str) == sorted(
+        ({s} for s in seeds), key=str
+    )
     summary = summarize(df)
     assert summary["repeats"].tolist() == [3]
     assert {"quality_min", "quality_median", "quality_max", "completion_min"} <= set(summary.columns)
@@ -200,7 +209,8 @@ def test_sweep_temperature_reaches_the_requests_and_the_rows(config_path: str, t
         progress=False,
         cache=False,
     )
-    assert plain["temperature"].tolist() == [0.0] and plain["seed"].tolist() == [0]  # the model's own
+    assert plain["temperature"].tolist() == [0.0]  # the model's own
+    assert plain["seed"].tolist() == [derive_seed(0, TASK.id, "light", 0)]
 
 
 def test_spread_is_over_per_repeat_means() -> None:

@@ -6,7 +6,19 @@ from typing import Any
 
 import pandas as pd
 
-GROUP = ["model_used", "variant"]
+GROUP = ["model_used", "scaffold", "variant"]
+"""The default grouping: model x scaffold preset x variant (the columns a table has of these)."""
+
+
+def _group(df: pd.DataFrame, by: list[str] | None) -> list[str]:
+    return by or [c for c in GROUP if c in df.columns]
+
+
+def _uncached(df: pd.DataFrame) -> pd.DataFrame:
+    """The runs whose every model call was made (no cache hit): the only ones whose time is a time."""
+    if "cache_hits" not in df.columns:
+        return df
+    return df[df["cache_hits"].fillna(0) == 0]
 
 
 def _p90(series: pd.Series) -> float:
@@ -18,7 +30,8 @@ SPREAD = {"mean_quality": "quality", "mean_grounded": "grounded", "completion_ra
 
 
 def summarize(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
-    """By model x variant: completion rate, median/p90 tokens, cost per completed run, quality.
+    """By model x scaffold x variant: completion rate, median/p90 tokens, cost per completed run,
+    quality. ``median_elapsed_s`` is over the runs without a cache hit (NaN when all hit).
 
     Next to each mean in ``SPREAD`` it reports the spread over repeats: the mean of each repeat
     alone (over the group's tasks), then the min, median and max of those per-repeat means
@@ -26,10 +39,11 @@ def summarize(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
     spread of zero over several repeats at temperature 0 means deterministic decoding, not a
     stable result (see ``subagent_lab.experiments.sweep``).
     """
-    by = by or GROUP
+    by = _group(df, by)
     if df.empty:
         return pd.DataFrame()
     grouped = df.groupby(by, dropna=False)
+    timed = _uncached(df).groupby(by, dropna=False)["elapsed_s"]
     out = pd.DataFrame(
         {
             "runs": grouped.size(),
@@ -39,7 +53,7 @@ def summarize(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
             "p90_tokens": grouped["total_tokens"].apply(_p90),
             "mean_quality": grouped["quality"].mean(),
             "mean_grounded": grouped["grounded_ratio"].mean(),
-            "median_elapsed_s": grouped["elapsed_s"].median(),
+            "median_elapsed_s": timed.median().reindex(grouped.size().index),
         }
     )
     completed = df[df["status"] == "completed"].groupby(by, dropna=False)
@@ -76,7 +90,7 @@ def _with_spread(out: pd.DataFrame, df: pd.DataFrame, by: list[str]) -> pd.DataF
 
 def terminal_reasons(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
     """Share of runs ending with each terminal reason, per group."""
-    by = by or GROUP
+    by = _group(df, by)
     if df.empty:
         return pd.DataFrame()
     counts = df.groupby(by, dropna=False)["terminal_reason"].value_counts(normalize=True)
@@ -103,6 +117,7 @@ def budget_curve(df: pd.DataFrame, budget: str = "total_token_budget") -> pd.Dat
 HEADLINE_COLUMNS = (
     "task_id",
     "model_used",
+    "scaffold",
     "variant",
     "terminal_reason",
     "status",
@@ -129,7 +144,7 @@ def plot_terminal_reasons(df: pd.DataFrame, ax: Any = None) -> Any:
     """Stacked bars: share of terminal reasons per model and variant."""
     import matplotlib.pyplot as plt
 
-    table = terminal_reasons(df).set_index(GROUP)
+    table = terminal_reasons(df).set_index(_group(df, None))
     ax = ax or plt.subplots(figsize=(7, 3.5))[1]
     table.plot(kind="barh", stacked=True, ax=ax, colormap="tab10")
     ax.set_xlabel("share of runs")

@@ -1,11 +1,13 @@
 """A sweep as one self-contained HTML page, readable offline without a kernel.
 
-``write_report(sweep_dir)`` (``subagent-lab report SWEEP_DIR -o report.html``) writes the
-summary by model and variant, the terminal reasons, the tokens-vs-quality and budget plots (PNG
-images inlined as base64), the per-run table, and a drill-down per run: its steps as the run
-inspector shows them (model replies, tool calls with their observations cut short, budget
-checks) and its final contract with each evidence item marked grounded or not. The page loads
-nothing from anywhere: no scripts, no stylesheets, no fonts, no images outside itself.
+``write_report(sweep_dir)`` (``subagent-lab report SWEEP_DIR -o report.html``) writes, first,
+one sentence per paired model comparison with its 95% interval and each model's lift over the
+no-model baseline; then the summary by model, scaffold and variant, the terminal reasons, the
+tokens-vs-quality and budget plots (PNG images inlined as base64), the per-run table, and a
+drill-down per run: its steps as the run inspector shows them (model replies, tool calls with
+their observations cut short, budget checks) and its final contract with each evidence item
+marked grounded or not. The page loads nothing from anywhere: no scripts, no stylesheets, no
+fonts, no images outside itself.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any, TypeGuard
 
 import pandas as pd
 
+from subagent_lab.analysis.headline import comparison_sentences, lift_table, readable_lift
 from subagent_lab.analysis.summary import (
     headline,
     plot_budget_curve,
@@ -51,6 +54,7 @@ details.sl-run > summary { cursor: pointer; }
 .sl-muted { color: #6e7781; font-size: 12px; }
 img { max-width: 100%; }
 .sl-scroll { overflow-x: auto; }
+.sl-lead { font-size: 1.1em; font-weight: 600; margin: 0.3em 0; }
 """
 
 
@@ -58,12 +62,27 @@ def _e(value: object) -> str:
     return html.escape(str(value))
 
 
+def readable_number(value: Any) -> str:
+    """A number as a person reads it: integers with thousands separators (never ``3.21e+03``),
+    fractions to three decimals; anything else as it is."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+    number = float(value)
+    if math.isnan(number):
+        return "–"
+    if number.is_integer():
+        return f"{int(number):,}"
+    return f"{number:,.0f}" if abs(number) >= 1000 else f"{number:.3f}"
+
+
 def _table(df: pd.DataFrame) -> str:
     if df.empty:
         return "<p class='sl-muted'>(no rows)</p>"
-    html = df.to_html(
-        index=False, na_rep="–", float_format=lambda v: f"{v:.3g}", classes="sl-table", border=0
-    )
+    shown = df.copy()
+    for column in shown.columns:
+        if pd.api.types.is_numeric_dtype(shown[column]) and not pd.api.types.is_bool_dtype(shown[column]):
+            shown[column] = shown[column].map(readable_number)
+    html = shown.to_html(index=False, na_rep="–", classes="sl-table", border=0)
     return f"<div class='sl-scroll'>{html}</div>"  # a wide table scrolls in its box, not the page
 
 
@@ -94,8 +113,9 @@ def plots_html(df: pd.DataFrame) -> str:
         _plot("How runs ended", lambda ax: plot_terminal_reasons(df, ax=ax), (7.0, 3.5)),
         _plot("Tokens vs quality", lambda ax: plot_tokens_vs_quality(df, ax=ax)),
     ]
+    # A budget plot only where the sweep varied that budget: a line over one value says nothing.
     varied = [c for c in BUDGET_COLUMNS if c in df.columns and df[c].nunique(dropna=True) > 1]
-    for column in varied or [c for c in BUDGET_COLUMNS[:1] if c in df.columns]:
+    for column in varied:
         parts.append(_plot(f"Quality vs {column}", partial(plot_budget_curve, df, column)))
     return "".join(parts)
 
@@ -137,6 +157,18 @@ def run_drilldown(row: pd.Series) -> str:
     return f"<details class='sl-run'>{summary}{body}</details>"
 
 
+def comparisons_html(df: pd.DataFrame) -> str:
+    """The page's lead: one sentence per paired comparison, then quality and lift over the no-model
+    baseline per split, scaffold and model (95% bootstrap intervals over tasks)."""
+    sentences = comparison_sentences(df) or ["No two models ran on the same tasks: no paired comparison."]
+    lead = "".join(f"<p class='sl-lead'>{_e(s)}</p>" for s in sentences)
+    return (
+        "<h2>Comparisons</h2>" + lead + "<p class='sl-muted'>Intervals: bootstrap 95% over tasks (and "
+        "repeats where sampled); differences paired by task; docs/numbers.md says how each is computed."
+        "</p>" + _table(readable_lift(lift_table(df)))
+    )
+
+
 def _number(value: Any) -> TypeGuard[float]:
     return isinstance(value, numbers.Real) and not math.isnan(float(value))  # numpy scalars included
 
@@ -153,7 +185,8 @@ def render_report(df: pd.DataFrame, title: str = "Sweep report", spec: dict[str,
         rendered = _e(json.dumps(spec, indent=2))
         parts.append(f"<details><summary>the sweep's spec</summary><pre>{rendered}</pre></details>")
     has_runs = not df.empty and "status" in df.columns
-    parts.append("<h2>Summary by model and variant</h2>")
+    parts.append(comparisons_html(df) if has_runs and "quality" in df.columns else "")
+    parts.append("<h2>Summary by model, scaffold and variant</h2>")
     parts.append(_table(summarize(df)) if has_runs and "quality" in df.columns else _table(pd.DataFrame()))
     parts.append("<h2>Terminal reasons (share of runs)</h2>")
     parts.append(_table(terminal_reasons(df)) if has_runs else _table(pd.DataFrame()))

@@ -17,6 +17,8 @@ from subagent_lab.agents.launch_io import plain_json
 from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest, SubagentResult
 from subagent_lab.api.runs import ConfigArg, ModelArg, as_choice, as_config, factory_for, runs_root
 from subagent_lab.api.views import RunLike, trace_of
+from subagent_lab.config.profiles import LabConfig
+from subagent_lab.config.scaffolds import SCAFFOLD_FIELDS
 from subagent_lab.core.trace import RunStarted, read_trace
 
 CONTEXT_HEADER = "\n\nContext from the parent agent (JSON):\n"
@@ -105,14 +107,17 @@ def rerun(
     runs_dir: str | Path | None = None,
     seed: int | None = None,
     temperature: float | None = None,
+    scaffold: str | None = None,
     **overrides: Any,
 ) -> SubagentResult:
     """Run a recorded child again from the same start, under another model, budget or field.
 
     The new run gets the recorded system prompt, task, structured context and workspace, the
     profile fields the recorded run ran with and its seed and temperature; only what is passed
-    here changes, and a different model brings its own per-model tuning (``model_overrides``).
-    Its trace and result name the trace it re-ran (``rerun_of``).
+    here changes. The scaffold is held: every scaffold field runs as recorded, so a re-run on
+    another model changes the model and nothing else (no model's own tuning comes along); pass
+    ``scaffold=`` to run another preset. Its trace and result name the trace it re-ran
+    (``rerun_of``).
 
     Args:
         trace_or_run: A child's trace path, its ``SubagentResult``, or its row of a sweep table.
@@ -124,6 +129,8 @@ def rerun(
         runs_dir: Where the new trace goes; default: the config's ``trace_dir``.
         seed: Replaces the recorded seed.
         temperature: Replaces the recorded temperature.
+        scaffold: A scaffold preset (``"plain"``, ``"aided"``, ...) to run instead of the recorded
+            scaffold.
         **overrides: Profile fields that differ from the recorded run, e.g. ``max_steps=20``.
 
     Raises ``ValueError`` for a trace without a start or of a run that is not a sub-agent's.
@@ -144,7 +151,7 @@ def rerun(
         profile=start.profile,
         context=start.context,
         model=choice,
-        overrides={**_changed_fields(launcher, start), **overrides},
+        overrides={**_changed_fields(launcher, start), **_scaffold(lab, start, scaffold), **overrides},
         seed=start.seed if seed is None else seed,
         temperature=start.temperature if temperature is None else temperature,
         rerun_of=str(path),
@@ -152,13 +159,19 @@ def rerun(
     return launcher.launch(request)
 
 
+def _scaffold(lab: LabConfig, start: RecordedStart, preset: str | None) -> dict[str, Any]:
+    """The scaffold fields of the new run: the named preset's, else the recorded run's own."""
+    if preset is not None:
+        return lab.scaffold(preset).resolved()
+    return {k: v for k, v in start.profile_fields.items() if k in SCAFFOLD_FIELDS}
+
+
 def _changed_fields(launcher: SubagentLauncher, start: RecordedStart) -> dict[str, Any]:
     """The recorded run's profile fields that today's profile would set differently.
 
     Compared with the profile as it would run today on the recorded model (its per-model tuning
     applied), the difference is the recorded request's own overrides plus whatever the
-    configuration changed since. Only those are passed on, so a re-run on another model gets
-    that model's tuning (``model_overrides``) rather than the recorded model's.
+    configuration changed since.
     """
     today = launcher.resolve_profile(
         SubagentRequest(task="-", profile=start.profile, model=as_choice(start.model_used))

@@ -40,7 +40,7 @@ ModelArg = str | Model | Callable[[ModelChoice, ModelConfig], Model] | None
 """A model choice, a model object, or a model factory (see the module docstring)."""
 ConfigArg = LabConfig | str | Path | None
 """A loaded configuration, the path of a ``profiles.yaml``, or None for the default one."""
-CHOICES: tuple[ModelChoice, ...] = ("light", "main")
+CHOICES: tuple[ModelChoice, ...] = ("light", "main", "none")
 
 
 def as_config(config: ConfigArg) -> LabConfig:
@@ -59,10 +59,14 @@ def cache_dir(runs: Path) -> Path:
 
 
 def as_choice(value: str) -> ModelChoice:
-    """``value`` as a model choice (ValueError for anything but ``light`` and ``main``)."""
+    """``value`` as a model choice (ValueError for anything but ``light``, ``main`` and ``none``, the
+    no-model baseline)."""
     if value not in CHOICES:
-        raise ValueError(f"model must be 'light' or 'main', a model object or a factory; got {value!r}")
-    return "light" if value == "light" else "main"
+        raise ValueError(
+            f"model must be 'light', 'main' or 'none' (the no-model baseline), a model object or a "
+            f"factory; got {value!r}"
+        )
+    return "light" if value == "light" else "none" if value == "none" else "main"
 
 
 def factory_for(
@@ -283,9 +287,11 @@ def sweep(
     config: str | Path | None = None,
     runs_dir: str | Path | None = None,
     progress: bool = True,
+    scaffolds: str | Sequence[str] | None = None,
     **overrides: Any,
 ) -> pd.DataFrame:
-    """Run (or resume) a grid of benchmark tasks x models x variants x repeats; one row per run.
+    """Run (or resume) a grid of benchmark tasks x models x scaffolds x variants x repeats; one row
+    per run.
 
     Rows are saved as runs finish (``results.jsonl`` in the sweep's directory, named by
     ``name`` and a hash of the grid, given as ``df.attrs["sweep_dir"]``); running the same grid
@@ -294,10 +300,11 @@ def sweep(
 
     Args:
         tasks: Suite task ids, or ``"smoke"``, ``"all"`` or a task kind (``"locate"``, ...).
-        models: Model choices to compare, e.g. ``["light", "main"]``.
+        models: Model choices to compare, e.g. ``["none", "light", "main"]`` (``none``: the no-model
+            baseline, the floor every model number is read against; it costs no model time).
         variants: Labelled profile overrides, e.g. ``{"small": {"max_steps": 2}, "large": {}}``;
             None: one variant (``default``, or ``custom`` when ``overrides`` are given).
-        repeats: Runs per cell; repeat ``i`` is sent seed ``seed + i``.
+        repeats: Runs per cell; each (task, model, repeat) gets its own seed derived from ``seed``.
         profile: The child profile every run uses.
         temperature: Sampling temperature of every run (None: each model's; above 0, repeats
             sample).
@@ -312,6 +319,9 @@ def sweep(
         runs_dir: The sweeps go under ``<runs_dir>/sweeps/``; default: the config's
             ``trace_dir``.
         progress: Show a progress bar.
+        scaffolds: Scaffold presets (``"plain"``, ``"aided"``, ... from ``profiles.yaml``), one grid
+            axis: every model runs under each, so a comparison holds the scaffold fixed. None: the
+            profile as written.
         **overrides: Profile fields applied to every variant (a variant's own take precedence).
     """
     from subagent_lab.experiments.sweep import SweepSpec, Variant, run_sweep, sweep_dir
@@ -337,6 +347,7 @@ def sweep(
         models=tuple(as_choice(m) for m in ([models] if isinstance(models, str) else models)),
         profile=profile,
         variants=tuple(Variant(label=k, overrides={**overrides, **v}) for k, v in table.items()),
+        scaffolds=(scaffolds,) if isinstance(scaffolds, str) else tuple(scaffolds or ()),
         repeats=repeats,
         seed=seed,
         temperature=temperature,

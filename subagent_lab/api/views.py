@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from subagent_lab.config.scaffolds import SCAFFOLD_FIELDS, scaffold_hash
+
 if TYPE_CHECKING:
     import ipywidgets
     import pandas as pd
@@ -139,15 +141,30 @@ def inspect(run_or_df: RunLike | pd.DataFrame) -> ipywidgets.VBox:
 def compare(a: RunLike, b: RunLike, labels: tuple[str, str] | None = None) -> ipywidgets.HBox:
     """Two runs side by side in run inspectors (light vs main, a run and its re-run, ...).
 
+    The default titles say which scaffold each side ran (a hash of its scaffold fields) and, when
+    the two differ, which fields: a comparison of models should hold the scaffold fixed.
+
     Args:
         a: A run result, a sweep row, or a trace path.
         b: The same, for the right-hand side.
-        labels: Titles of the two sides; default: profile, model and how each ended.
+        labels: Titles of the two sides; default: profile, model, scaffold and how each ended.
     """
     from subagent_lab.widgets import side_by_side
 
     left, right = trace_of(a), trace_of(b)
-    return side_by_side(left, right, labels=list(labels) if labels else [_label(left), _label(right)])
+    if labels:
+        return side_by_side(left, right, labels=list(labels))
+    fa, fb = _scaffold_fields(left), _scaffold_fields(right)
+    moved = sorted(k for k in SCAFFOLD_FIELDS if fa.get(k) != fb.get(k))
+    note = "same scaffold" if not moved else "scaffold differs: " + ", ".join(moved)
+    return side_by_side(left, right, labels=[f"{_label(left)} · {note}", f"{_label(right)} · {note}"])
+
+
+def _scaffold_fields(path: Path) -> dict[str, object]:
+    from subagent_lab.widgets.records import run_view
+
+    start = run_view(path).start
+    return {k: v for k, v in (start.profile_fields if start else {}).items() if k in SCAFFOLD_FIELDS}
 
 
 def _label(path: Path) -> str:
@@ -157,4 +174,6 @@ def _label(path: Path) -> str:
     if view.start is None:
         return path.stem
     again = " · re-run" if view.start.rerun_of else ""
-    return f"{view.start.profile} · {view.start.model_used} · {view.terminal_reason}{again}"
+    scaffold = scaffold_hash(_scaffold_fields(path))
+    start = view.start
+    return f"{start.profile} · {start.model_used} · scaffold {scaffold} · {view.terminal_reason}{again}"

@@ -85,7 +85,17 @@ def args_sweep(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--suite", default="smoke", help="task ids, 'smoke', 'all' or a kind, comma-separated"
     )
-    parser.add_argument("--models", default="light,main", help="comma-separated model choices")
+    parser.add_argument(
+        "--models",
+        default="none,light,main",
+        help="comma-separated model choices ('none': the no-model baseline, which costs no model time)",
+    )
+    parser.add_argument(
+        "--scaffold",
+        default="aided",
+        help="scaffold presets, comma-separated (profiles.yaml: scaffolds; 'plain' built in); "
+        "'profile' runs each model with the profile as written, its own tuning included",
+    )
     parser.add_argument("--profile", default="explore")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument(
@@ -94,6 +104,12 @@ def args_sweep(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", default="cli")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="profile override")
     parser.add_argument("--no-cache", action="store_true", help="do not reuse recorded model calls")
+    parser.add_argument(
+        "--cluster", default=None, metavar="ADDRESS", help="run on a Dask scheduler (tcp://host:8786)"
+    )
+    parser.add_argument(
+        "--storage", default=None, metavar="URL", help="with --cluster: fsspec URL workers write traces to"
+    )
     parser.add_argument("--out", default=None, help="sweeps directory (default: <trace_dir>/sweeps)")
 
 
@@ -112,15 +128,30 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         models=tuple(m.strip() for m in args.models.split(",") if m.strip()),
         profile=args.profile,
         variants=(Variant(label="custom" if overrides else "default", overrides=overrides),),
+        scaffolds=tuple(s for s in (x.strip() for x in args.scaffold.split(",")) if s and s != "profile"),
         repeats=args.repeats,
     )
     config = load_config(args.config)
     out = sweep_dir(spec, args.out, config)
     print(f"sweep {spec.name}-{spec.key()} -> {out}")
     df = run_sweep(
-        spec, config_path=config.source, out_dir=args.out, max_workers=args.workers, cache=not args.no_cache
+        spec,
+        config_path=config.source,
+        out_dir=args.out,
+        max_workers=args.workers,
+        cache=not args.no_cache,
+        cluster=args.cluster,
+        storage=args.storage,
     )
+    from subagent_lab.analysis.headline import comparison_sentences, lift_table, readable_lift
+
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_colwidth", 40):
+        print("\nComparisons (paired by task; 95% bootstrap intervals):")
+        for sentence in comparison_sentences(df) or ["(no two models ran on the same tasks)"]:
+            print(f"  {sentence}")
+        lift = lift_table(df)
+        print("\nQuality and lift over the no-model baseline (same tasks, same scaffold):")
+        print(readable_lift(lift).to_string(index=False))
         print("\nRuns:")
         print(headline(df).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
         summary = summarize(df)
@@ -130,6 +161,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(terminal_reasons(df).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     df.to_csv(out / "results.csv", index=False)
     summary.to_csv(out / "summary.csv", index=False)
+    lift.to_csv(out / "lift.csv", index=False)
     _save_plot(df, out / "terminal_reasons.png")
     print(f"\nwritten: {out / 'results.csv'}, summary.csv and terminal_reasons.png beside it")
     return 0

@@ -25,7 +25,8 @@ TerminalReason = Literal[
 ``model_error`` so a broken tool is never blamed on the model."""
 
 RunStatus = Literal["completed", "partial", "failed"]
-ModelChoice = Literal["light", "main"]
+ModelChoice = Literal["light", "main", "none"]
+"""``none`` is the no-model baseline (``subagent_lab.models.baseline``), configured by the harness."""
 ToolOutcomeStatus = Literal["ok", "error", "denied"]
 
 LIMIT_REASONS: frozenset[str] = frozenset({"max_steps", "token_budget", "context_budget", "loop_detected"})

@@ -37,6 +37,7 @@ from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile,
 from subagent_lab.core.model import Model
 from subagent_lab.core.trace import Redactor
 from subagent_lab.core.types import ConfigError, ModelChoice
+from subagent_lab.experiments.provenance import Provenance, Seeding, derive_seed, provenance, row_stamp
 from subagent_lab.local_models import factory as local_factory
 from subagent_lab.models.cache import CachingModel, config_namespace
 from subagent_lab.models.pool import pooled_factory
@@ -64,9 +65,15 @@ class SweepSpec(BaseModel):
     models: tuple[ModelChoice, ...] = ("light", "main")
     profile: str = "explore"
     variants: tuple[Variant, ...] = (Variant(),)
+    scaffolds: tuple[str, ...] = ()
+    """Scaffold presets (``profiles.yaml: scaffolds``, ``plain`` built in), one grid axis: each run
+    applies its preset's every field, then its variant's overrides. Empty: the profile as written."""
     repeats: int = Field(default=1, ge=1)
     seed: int = 0
-    """Base seed: repeat ``i`` runs with ``seed + i`` (recorded per row)."""
+    """Base seed of the sweep; each run's seed is derived from it (see ``seeding``)."""
+    seeding: Seeding = "derived"
+    """``derived``: repeat ``i`` of a (task, model) runs with ``derive_seed(seed, task, model, i)``;
+    ``base``: with ``seed + i`` for every task (the old scheme, which a call cache may hold)."""
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     """Sampling temperature of every run; None keeps each model's. Above 0, repeats sample."""
 
@@ -83,6 +90,10 @@ class RunSpec(BaseModel):
     model: ModelChoice
     profile: str
     variant: Variant
+    scaffold: str | None = None
+    """The preset applied under the variant's overrides (None: the profile as written)."""
+    scaffold_fields: dict[str, Any] = Field(default_factory=dict)
+    """The preset's resolved fields (empty without a preset)."""
     repeat: int
     seed: int = 0
     """Sent with every model call of the run; distinct per repeat."""
@@ -91,6 +102,8 @@ class RunSpec(BaseModel):
     config_path: str | None
     trace_dir: str
     cache_dir: str | None
+    stamp: dict[str, Any] = Field(default_factory=dict)
+    """The sweep's provenance columns (``provenance.row_stamp``)."""
 
 
 def select_tasks(selectors: Iterable[str], suite: list[BenchTask] | None = None) -> list[BenchTask]:
@@ -110,28 +123,43 @@ def select_tasks(selectors: Iterable[str], suite: list[BenchTask] | None = None)
     ]
 
 
-def plan_runs(spec: SweepSpec, *, config_path: str | None, out: Path, cache: bool) -> list[RunSpec]:
+def plan_runs(
+    spec: SweepSpec, *, config_path: str | None, out: Path, cache: bool, lab: LabConfig | None = None
+) -> list[RunSpec]:
     """Every run of the grid, in a deterministic order, grouped by model.
 
     The embedded server holds one model at a time: grouping by model avoids reloading weights and
     losing the prompt cache between neighbouring runs.
     """
+    lab = lab or load_config(config_path)
+    tasks = select_tasks(spec.tasks)
+    stamps = {m: row_stamp(provenance(lab, tasks, spec.models), m) for m in spec.models}
+    presets = {name: lab.scaffold(name).resolved() for name in spec.scaffolds}
+    scaffolds: list[str | None] = list(spec.scaffolds) or [None]
     return [
         RunSpec(
-            run_key=f"{task.id}|{model}|{variant.label}|{repeat}",
+            run_key="|".join([task.id, model, *([scaffold] if scaffold else []), variant.label, str(repeat)]),
             task=task,
             model=model,
             profile=spec.profile,
             variant=variant,
+            scaffold=scaffold,
+            scaffold_fields=presets.get(scaffold, {}) if scaffold else {},
             repeat=repeat,
-            seed=spec.seed + repeat,
+            seed=(
+                derive_seed(spec.seed, task.id, model, repeat)
+                if spec.seeding == "derived"
+                else spec.seed + repeat
+            ),
             temperature=spec.temperature,
             config_path=config_path,
             trace_dir=str(out / "traces"),
             cache_dir=str(out.parent / "model-cache") if cache else None,
+            stamp=stamps[model],
         )
         for model in spec.models
-        for task in select_tasks(spec.tasks)
+        for task in tasks
+        for scaffold in scaffolds
         for variant in spec.variants
         for repeat in range(spec.repeats)
     ]
@@ -165,7 +193,7 @@ def execute_run(run: RunSpec, model_factory: ModelFactory | None = None) -> dict
             task=run.task.prompt,
             profile=run.profile,
             model=run.model,
-            overrides=run.variant.overrides,
+            overrides={**run.scaffold_fields, **run.variant.overrides},
             seed=run.seed,
             temperature=run.temperature,
         )
@@ -202,6 +230,8 @@ def _base_row(run: RunSpec) -> dict[str, Any]:
         "model_choice": run.model,
         "variant": run.variant.label,
         "overrides": json.dumps(run.variant.overrides, sort_keys=True),
+        "scaffold": run.scaffold or "profile",
+        **run.stamp,
         "repeat": run.repeat,
         "seed": run.seed,
         "temperature": run.temperature,
@@ -292,8 +322,34 @@ class _ResultLog:
 
 
 def sweep_dir(spec: SweepSpec, out_dir: str | Path | None = None, lab: LabConfig | None = None) -> Path:
-    base = Path(out_dir) if out_dir else (lab or load_config()).trace_root() / "sweeps"
-    return base / f"{spec.name}-{spec.key()}"
+    """``<out_dir>/<name>-<grid hash>``, or ``...-<provenance hash>`` when that directory holds rows
+    of another code, config, prompt, task or weights version (``experiments.provenance``)."""
+    lab = lab or load_config()
+    base = Path(out_dir) if out_dir else lab.trace_root() / "sweeps"
+    plain = base / f"{spec.name}-{spec.key()}"
+    old = _recorded_provenance(plain)
+    if old is None:
+        return plain
+    prov = provenance(lab, select_tasks(spec.tasks), spec.models)
+    return plain if old.same(prov) else base / f"{plain.name}-{prov.key()}"
+
+
+def _recorded_provenance(out: Path) -> Provenance | None:
+    try:
+        return Provenance.model_validate_json((out / "provenance.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _note_provenance(spec: SweepSpec, out: Path, lab: LabConfig) -> None:
+    """Write ``provenance.json``; say so when another version of this grid ran in its own directory."""
+    prov = provenance(lab, select_tasks(spec.tasks), spec.models)
+    for other in sorted(out.parent.glob(f"{spec.name}-{spec.key()}*")):
+        old = _recorded_provenance(other) if other != out else None
+        if old is not None and not old.same(prov):
+            moved = ", ".join(prov.differences(old))
+            print(f"sweep {spec.name!r}: {moved} differ from {other.name}; not resuming it: rows go to {out.name}")
+    (out / "provenance.json").write_text(prov.model_dump_json(indent=2))
 
 
 def run_sweep(
@@ -323,9 +379,11 @@ def run_sweep(
     out = sweep_dir(spec, out_dir, lab)
     out.mkdir(parents=True, exist_ok=True)
     (out / "spec.json").write_text(spec.model_dump_json(indent=2))
+    _note_provenance(spec, out, lab)
     log = _ResultLog(out / "results.jsonl")
     done = {row["run_key"] for row in log.rows() if row.get("terminal_reason") != "crashed"}
-    runs = [r for r in plan_runs(spec, config_path=lab.source, out=out, cache=cache) if r.run_key not in done]
+    planned = plan_runs(spec, config_path=lab.source, out=out, cache=cache, lab=lab)
+    runs = [r for r in planned if r.run_key not in done]
     if runs and model_factory is None and cluster is None:  # on a cluster, each worker starts its own
         _start_embedded_server(lab, {r.model for r in runs})
     bar = _progress(total=len(runs) + len(done), initial=len(done), enabled=progress)
@@ -374,17 +432,22 @@ def load_results(out: str | Path) -> pd.DataFrame:
 def _check_variants(spec: SweepSpec, lab: LabConfig) -> None:
     """Validate every variant's overrides before any run starts (a ConfigError names the variant)."""
     base = lab.profile(spec.profile)
+    presets = {name: lab.scaffold(name).resolved() for name in spec.scaffolds} or {"": {}}
     for variant in spec.variants:
-        try:
-            RuntimeProfile.model_validate({**base.model_dump(), **variant.overrides})
-        except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-            raise ConfigError(f"variant {variant.label!r} of sweep {spec.name!r}: {problems}") from None
+        for name, fields in presets.items():
+            where = f"variant {variant.label!r}" + (f" on scaffold {name!r}" if name else "")
+            try:
+                profile = RuntimeProfile.model_validate({**base.model_dump(), **fields, **variant.overrides})
+            except ValidationError as exc:
+                problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+                raise ConfigError(f"{where} of sweep {spec.name!r}: {problems}") from None
+            for choice in spec.models:
+                lab.check_grammar_aids(profile.model_dump(), choice, f"{where} of sweep {spec.name!r}")
 
 
 def _start_embedded_server(lab: LabConfig, choices: set[ModelChoice]) -> None:
     """Start the local server once, up front, rather than racing to start it from workers."""
-    if any(lab.resolve_model(choice)[1].base_url is None for choice in choices):
+    if any(lab.resolve_model(choice)[1].base_url is None for choice in choices - {"none"}):
         from subagent_lab.local_models.server import ensure_server
 
         # On failure each run reports it as a model_error with the URL and the log path.

@@ -18,10 +18,15 @@ ModelFactory = Callable[[ModelChoice, ModelConfig], Model]
 
 
 def default_model_factory(config: LabConfig) -> ModelFactory:
-    """Models served over HTTP via the ``openai`` client; the embedded server is started on demand."""
+    """Models served over HTTP via the ``openai`` client; the embedded server is started on demand.
+    The ``none`` choice is the no-model baseline, which needs no server."""
     from subagent_lab.models.openai_chat import OpenAIChatModel
 
     def make(choice: ModelChoice, cfg: ModelConfig) -> Model:
+        if choice == "none":
+            from subagent_lab.models.baseline import BaselineModel
+
+            return BaselineModel()
         hint = ""
         if cfg.base_url is None:
             from subagent_lab.local_models.server import ensure_server

@@ -267,6 +267,15 @@ def _dotted(node: ast.expr) -> str:
     return ""
 
 
+@cache
+def _child_fields(cls: type) -> tuple[str, ...]:
+    """The fields of an ast node class that can hold child nodes (not ``ctx``, ``op`` or names)."""
+    leaves = {"ctx", "op", "id", "attr", "name", "asname", "module", "level", "arg", "kind", "value"}
+    fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
+    keep = [f for f in fields if f not in leaves or (f == "value" and cls is not ast.Constant)]
+    return tuple(keep)
+
+
 def python_refs(
     source: bytes, own_names: set[str]
 ) -> tuple[dict[str, array[int]], dict[str, str], dict[str, dict[str, int]], str]:
@@ -296,49 +305,60 @@ def python_refs(
     handled: set[int] = set()  # nodes already counted as a call or a base class
     called: set[int] = set()  # plain names that are called
     names: list[ast.Name] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
+    stack: list[Any] = [tree]
+    while stack:  # pre-order: a node is seen before its children (a Call before its func)
+        node = stack.pop()
+        cls = type(node)
+        if cls is ast.Name:
             if id(node) not in handled:
                 names.append(node)
-        elif isinstance(node, ast.Attribute):
-            if id(node) in handled:
-                continue
-            kind = 3 if isinstance(node.ctx, ast.Store) else 2
-            add(node.attr, kind, node.lineno)
-            if isinstance(node.value, ast.Name):
-                through.append((node.value.id, node.attr))
-        elif isinstance(node, ast.Call):
+            continue
+        if cls is ast.Attribute:
+            if id(node) not in handled:
+                add(node.attr, 3 if type(node.ctx) is ast.Store else 2, node.lineno)
+                if type(node.value) is ast.Name:
+                    through.append((node.value.id, node.attr))
+        elif cls is ast.Call:
             func = node.func
-            if isinstance(func, ast.Attribute):
+            if type(func) is ast.Attribute:
                 add(func.attr, 0, func.lineno)
                 handled.add(id(func))
-                if isinstance(func.value, ast.Name):
+                if type(func.value) is ast.Name:
                     through.append((func.value.id, func.attr))
-            elif isinstance(func, ast.Name):
+            elif type(func) is ast.Name:
                 names.append(func)
                 handled.add(id(func))
                 called.add(id(func))
-        elif isinstance(node, ast.ClassDef):
+        elif cls is ast.ClassDef:
             for base in node.bases:
-                target = base.func if isinstance(base, ast.Call) else base
-                if isinstance(target, ast.Attribute):
+                target = base.func if type(base) is ast.Call else base
+                if type(target) is ast.Attribute:
                     add(target.attr, 4, target.lineno)
                     handled.add(id(target))
-                elif isinstance(target, ast.Name):
+                elif type(target) is ast.Name:
                     add(target.id, 4, target.lineno)
                     handled.add(id(target))
-        elif isinstance(node, ast.Import):
+        elif cls is ast.Import:
             for alias in node.names:
                 local = alias.asname or alias.name.split(".")[0]
                 imports[local] = alias.name if alias.asname else local
                 add(alias.name.rsplit(".", 1)[-1], 1, node.lineno)
-        elif isinstance(node, ast.ImportFrom):
+            continue
+        elif cls is ast.ImportFrom:
             module = "." * node.level + (node.module or "")
             for alias in node.names:
-                if alias.name == "*":
-                    continue
-                imports[alias.asname or alias.name] = f"{module}.{alias.name}" if module else alias.name
-                add(alias.name, 1, node.lineno)
+                if alias.name != "*":
+                    imports[alias.asname or alias.name] = f"{module}.{alias.name}" if module else alias.name
+                    add(alias.name, 1, node.lineno)
+            continue
+        elif cls is ast.Constant:
+            continue
+        for name in _child_fields(cls):
+            value = getattr(node, name, None)
+            if type(value) is list:
+                stack.extend(item for item in value if isinstance(item, ast.AST))
+            elif isinstance(value, ast.AST):
+                stack.append(value)
     known = own_names | imports.keys()
     for name in names:
         if name.id in known:

@@ -21,11 +21,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from subagent_lab.analysis.stats import derive_seed
 from subagent_lab.bench.suite import BenchTask
 from subagent_lab.config.profiles import LabConfig
 from subagent_lab.core.types import ModelChoice
 
 Seeding = Literal["derived", "base"]
+__all__ = ["Provenance", "Seeding", "derive_seed", "provenance", "row_stamp", "weights_id"]
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -124,12 +126,6 @@ def provenance(lab: LabConfig, tasks: Iterable[BenchTask], models: Iterable[Mode
         suite_hash=_sha(json.dumps(suite, sort_keys=True, default=str))[:12],
         weights={choice: weights_id(lab, choice) for choice in dict.fromkeys(models)},
     )
-
-
-def derive_seed(base: int, task_id: str, model: str, repeat: int) -> int:
-    """A stable seed in [0, 2**31) for one (task, model, repeat) of a sweep seeded with ``base``."""
-    blob = json.dumps([base, task_id, model, repeat])
-    return int(_sha(blob)[:8], 16) % (2**31)
 
 
 def row_stamp(prov: Provenance, choice: ModelChoice) -> dict[str, Any]:

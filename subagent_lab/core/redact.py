@@ -1,25 +1,38 @@
 """One redactor for everything the harness writes: traces, results, sweep rows, crash reports.
 
-``Redactor`` masks, in any text (plain or JSON-encoded):
+``Redactor`` masks, in any text (plain or JSON-encoded, once or twice):
 
 - the values of environment variables named like a secret (``*_KEY``, ``*_TOKEN``, ``*_SECRET``,
   ``*_PASSWORD``, ``*_PASSWD``, ``*_PWD``, ``*_CREDENTIAL(S)``, ``*_AUTH``, ``API_KEY`` ...);
 - extra values it is given, such as every configured model's key (``LabConfig.redactor``),
   whatever its variable is called;
-- private-key blocks (``-----BEGIN ... PRIVATE KEY-----`` up to its END line, or to the end of
-  what is left of it when output was cut);
-- common token shapes: OpenAI/Anthropic ``sk-``, Stripe ``sk_live_``/``rk_live_``, Google
-  ``AIza``, GitLab ``glpat-``, Hugging Face ``hf_``, npm ``npm_``, GitHub ``ghp_``/``gho_``/
-  ``ghs_``/``ghu_``/``ghr_``/``github_pat_``, Slack ``xox?-``, AWS ``AKIA``/``ASIA``, JWTs and
-  ``Bearer`` credentials.
+- private-key material in any wrapping: PEM blocks (``-----BEGIN ... PRIVATE KEY-----`` to its
+  END line, or to the end of what is left of it when output was cut), SSH2 blocks
+  (``---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----``), base64-encoded PEM (a Kubernetes Secret's
+  ``tls.key: LS0tLS1CRUdJTi...``) and JSON ``private_key`` values (a service-account file);
+- token shapes: the detectors of ``detect-secrets`` (Yelp's maintained scanner; its plugins'
+  own regexes: AWS key ids and quoted secret access keys, Azure storage account keys,
+  credentials in URLs, SendGrid, Slack tokens and webhooks, Stripe, GitHub, GitLab, npm,
+  OpenAI, PyPI, Square OAuth secrets, JWTs) and the harness's own (``sk-``, ``AIza``, ``hf_``,
+  ``Bearer`` credentials, unquoted AWS secret keys, OAuth ``client_secret`` values, Google
+  ``GOCSPX-`` secrets, Azure ``SharedAccessKey``).
+
+Cost: every shape carries the literal strings one of which any match must contain (its
+"needles"); a shape's regex runs only on texts holding a needle (a C-speed substring test), so
+an observation without anything secret-like costs a few substring scans, not a regex per shape.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+from subagent_lab.core.secret_policy import BASE64_KEY_PREFIXES
 
 REDACTED = "[REDACTED]"
 MIN_SECRET_CHARS = 8
@@ -30,27 +43,116 @@ SECRET_ENV_NAME = re.compile(
 )  # fmt: skip
 """Environment variable names whose values are secret (``KEYBOARD``, ``AUTHOR`` or ``PWD`` are not)."""
 
-_BODY = r"(?:[A-Za-z0-9+/=:,_ \t.-]|\\[nrt]|\r|\n)"
-# The body may hold escaped newlines (JSON text) but never ends inside an escape sequence, so a
-# redacted JSON line stays valid JSON.
+_ESC = r"\\+[nrt]"
+"""A newline written escaped, once or more (JSON text, or JSON inside JSON: a trace's observation)."""
+_BODY = r"(?:[A-Za-z0-9+/=:,_ \t.-]|" + _ESC + r"|\r|\n)"
+# The body may hold escaped newlines but never ends inside an escape sequence, so a redacted
+# JSON line stays valid JSON.
 PRIVATE_KEY_BLOCK = re.compile(
     r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:(?!-----END )" + _BODY
     + r")*(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----)?"
 )  # fmt: skip
-TOKEN_PATTERNS: tuple[re.Pattern[str], ...] = (
-    PRIVATE_KEY_BLOCK,
-    re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}"),
-    re.compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}"),
-    re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"),
-    re.compile(r"\bglpat-[A-Za-z0-9_\-]{16,}"),
-    re.compile(r"\bhf_[A-Za-z0-9]{20,}"),
-    re.compile(r"\bnpm_[A-Za-z0-9]{20,}"),
-    re.compile(r"\b(?:ghp|gho|ghs|ghu|ghr|github_pat|AKIA|ASIA)[A-Za-z0-9_\-]{12,}"),
-    re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{8,}"),
-    re.compile(r"\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*"),
-    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/\-]{8,}=*"),
-)
-"""Secrets recognised by their shape, wherever they appear."""
+SSH2_KEY_BLOCK = re.compile(
+    r'---- BEGIN SSH2 [A-Z ]*PRIVATE KEY ----(?:(?!---- END )(?:[A-Za-z-]+: "[^"\n\\]*"|\\+"|'
+    + _BODY[3:-1] + r"))*(?:---- END SSH2 [A-Z ]*PRIVATE KEY ----)?"
+)  # fmt: skip
+_B64_LINE_END = r"(?=\r?\n|\\+n|$|[\"'\s,}])"
+BASE64_KEY = re.compile(
+    "(?:" + "|".join(BASE64_KEY_PREFIXES) + r")[A-Za-z0-9+/]*={0,2}"
+    + r"(?:(?:\r?\n|" + _ESC + r")[ \t]*[A-Za-z0-9+/]{4,}={0,2}" + _B64_LINE_END + ")*"
+)  # fmt: skip
+JSON_PRIVATE_KEY = re.compile(r'(\\*"private_key\\*"\s*:\s*\\*")((?:[^"\\]|\\+[^"\\]|\\\\)+)')
+"""The value of a JSON ``"private_key": "..."`` field (service-account files), escaped or not."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A secret recognised by its shape, and the literals that gate its regex."""
+
+    pattern: re.Pattern[str]
+    needles: tuple[str, ...]
+    """Any match contains one of these (lower-case when ``folded``): the regex runs only then."""
+    folded: bool = False
+    group: int = 0
+    """0: mask the whole match; n: mask only group n (a URL's password, not its user and host)."""
+    source: str = "harness"
+
+    def mask(self, match: re.Match[str]) -> str:
+        if not self.group or match.group(self.group) is None:
+            return REDACTED
+        start, end = match.start(self.group) - match.start(), match.end(self.group) - match.start()
+        whole = match.group(0)
+        return whole[:start] + REDACTED + whole[end:]
+
+
+_HARNESS_SHAPES: tuple[tuple[str, tuple[str, ...], bool, int], ...] = (
+    (r"\bsk-[A-Za-z0-9_\-]{16,}", ("sk-",), False, 0),
+    (r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}", ("k_live_", "k_test_"), False, 0),
+    (r"\bAIza[0-9A-Za-z_\-]{30,}", ("AIza",), False, 0),
+    (r"\bglpat-[A-Za-z0-9_\-]{16,}", ("glpat-",), False, 0),
+    (r"\bhf_[A-Za-z0-9]{20,}", ("hf_",), False, 0),
+    (r"\bnpm_[A-Za-z0-9]{20,}", ("npm_",), False, 0),
+    (r"\b(?:ghp|gho|ghs|ghu|ghr|github_pat|AKIA|ASIA)[A-Za-z0-9_\-]{12,}",
+     ("ghp", "gho", "ghs", "ghu", "ghr", "github_pat", "AKIA", "ASIA"), False, 0),
+    (r"\bxox[abposr]-[A-Za-z0-9\-]{8,}", ("xox",), False, 0),
+    (r"\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*", ("eyJ",), False, 0),
+    (r"(?i)\bbearer\s+[A-Za-z0-9._~+/\-]{8,}=*", ("bearer",), True, 0),
+    # An AWS secret access key in an INI or env file (detect-secrets wants it quoted).
+    (r"(?i)aws.{0,20}?(?:secret|key).{0,20}?[=:]\s*\\*[\"']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])",
+     ("aws",), True, 1),
+    # OAuth client secrets, by their key (any provider) and by Google's shape.
+    (r"(?i)client[_-]?secret\\*[\"']?\s*[:=]\s*\\*[\"']?([^\s\"'\\,}]{8,})",
+     ("client_secret", "client-secret", "clientsecret"), True, 1),
+    (r"\bGOCSPX-[A-Za-z0-9_\-]{20,}", ("GOCSPX-",), False, 0),
+    (r"(?i)(?:AccountKey|SharedAccessKey)=([A-Za-z0-9+/=]{20,})",
+     ("accountkey=", "sharedaccesskey="), True, 1),
+    # A password in a URL with a scheme (databases, brokers, proxies): keep the user, mask it.
+    (r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@\"'\\]*:([^\s@/\"'\\]+)@", ("://",), False, 1),
+)  # fmt: skip
+"""The harness's own shapes: ``(regex, needles, folded, group)``."""
+
+_DETECT_SECRETS_NEEDLES: dict[str, tuple[tuple[str, ...], bool]] = {
+    "aws.AWSKeyDetector": (("AKIA", "ASIA", "ABIA", "ACCA", "A3T", "aws", "AWS", "Aws"), False),
+    "azure_storage_key.AzureStorageKeyDetector": (("AccountKey=",), False),
+    "basic_auth.BasicAuthDetector": (("://",), False),
+    "sendgrid.SendGridDetector": (("SG.",), False),
+    "slack.SlackDetector": (("xox", "XOX", "Xox", "hooks.slack.com"), False),
+    "stripe.StripeDetector": (("k_live_",), False),
+    "github_token.GitHubTokenDetector": (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), False),
+    "gitlab_token.GitLabTokenDetector": (
+        ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "GR1348941", "glcbt-"), False,
+    ),
+    "npm.NpmDetector": (("_authToken=",), False),
+    "openai.OpenAIDetector": (("T3BlbkFJ",), False),
+    "pypi_token.PypiTokenDetector": (("pypi-AgE",), False),
+    "square_oauth.SquareOAuthDetector": (("sq0csp-",), False),
+    "jwt.JwtTokenDetector": (("eyJ",), False),
+}  # fmt: skip
+"""The ``detect-secrets`` plugins used (module.class) and the needles of their regexes: each
+regex starts with, or requires, one of these literals (``tests/redteam`` checks every plugin's
+sample token passes its gate). Entropy and keyword plugins are left out: they flag ordinary code."""
+
+
+@functools.lru_cache(maxsize=1)
+def shapes() -> tuple[Shape, ...]:
+    """Every shape the redactor masks, in the order applied (key blocks first)."""
+    import importlib
+
+    out = [
+        Shape(PRIVATE_KEY_BLOCK, ("-----BEGIN ",)),
+        Shape(SSH2_KEY_BLOCK, ("---- BEGIN SSH2 ",)),
+        Shape(BASE64_KEY, ("LS0tLS",)),
+        Shape(JSON_PRIVATE_KEY, ("private_key",), group=2),
+    ]
+    for pattern, needles, folded, group in _HARNESS_SHAPES:
+        out.append(Shape(re.compile(pattern), needles, folded, group))
+    for name, (needles, folded) in _DETECT_SECRETS_NEEDLES.items():
+        module, cls = name.split(".")
+        plugin = getattr(importlib.import_module(f"detect_secrets.plugins.{module}"), cls)
+        for regex in plugin.denylist:
+            group = 1 if regex.groups else 0  # the plugin's secret group (a URL's password)
+            out.append(Shape(regex, needles, folded, group, source=f"detect-secrets:{module}"))
+    return tuple(out)
 
 
 def is_secret_env_name(name: str) -> bool:
@@ -62,6 +164,35 @@ def secret_env_values(environ: Mapping[str, str] | None = None) -> list[str]:
     """The values of the secret-named variables of ``environ`` (default: this process's)."""
     env = os.environ if environ is None else environ
     return [value for name, value in env.items() if is_secret_env_name(name)]
+
+
+def mask_shapes(text: str, shape_list: Iterable[Shape] | None = None) -> str:
+    """``text`` with every shape masked (no configured values: see ``Redactor``)."""
+    lower: str | None = None
+    for shape in shapes() if shape_list is None else shape_list:
+        if shape.folded:
+            lower = text.lower() if lower is None else lower
+            if not any(n in lower for n in shape.needles):
+                continue
+        elif not any(n in text for n in shape.needles):
+            continue
+        masked = shape.pattern.sub(shape.mask, text)
+        if masked != text:
+            text, lower = masked, None
+    return text
+
+
+def mask_url(url: str) -> str:
+    """``url`` with the password of a ``user:password@`` part masked (the user stays)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return mask_shapes(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}:{REDACTED}@{host}"))
 
 
 class Redactor:
@@ -77,11 +208,10 @@ class Redactor:
         # is written escaped, so its escaped forms are looked for as well.
         forms = {f for v in values for f in (v, json.dumps(v)[1:-1], json.dumps(v, ensure_ascii=False)[1:-1])}
         self._values = sorted(forms, key=len, reverse=True)
+        self._mask: Callable[[str], str] = mask_shapes
 
     def __call__(self, text: str) -> str:
         for value in self._values:
             if value in text:
                 text = text.replace(value, REDACTED)
-        for pattern in TOKEN_PATTERNS:
-            text = pattern.sub(REDACTED, text)
-        return text
+        return self._mask(text)

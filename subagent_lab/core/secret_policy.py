@@ -17,6 +17,7 @@ Read, Grep, Glob, evidence grounding and the main agent's scratch copy all apply
 
 from __future__ import annotations
 
+import base64
 import fnmatch
 import functools
 import os
@@ -36,12 +37,17 @@ SECRET_NAME_GLOBS: tuple[str, ...] = (
     "kubeconfig", "kubeconfig.*", "*.kubeconfig", ".kubeconfig", "application_default_credentials.json",
     "access_tokens.db", "legacy_credentials",
     ".npmrc", ".pypirc", ".git-credentials", ".htpasswd", ".dockercfg", "credentials*",
-    "*.tfstate", "*.tfstate.*",
+    "*.tfstate", "*.tfstate.*", "*.p8", "credentials.tfrc.json", "settings-security.xml", "rclone.conf",
+    ".bash_history", ".zsh_history", ".sh_history", ".psql_history", ".mysql_history", ".python_history",
+    ".rediscli_history", ".sqlite_history", ".node_repl_history", ".lesshst", ".viminfo",
 )  # fmt: skip
 """File-name patterns (matched case-insensitively on the last component) that count as secret."""
 
 SECRET_PATH_RUNS: tuple[tuple[str, ...], ...] = (
     (".config", "gh", "hosts.yml"), (".config", "gcloud"), (".config", "hub"), (".config", "op"),
+    (".cargo", "credentials"), (".cargo", "credentials.toml"), (".gem", "credentials"),
+    (".m2", "settings.xml"), (".terraform.d",), (".config", "rclone"), (".config", "gh"),
+    (".local", "share", "keyrings"), (".mozilla",), (".config", "google-chrome"), (".config", "chromium"),
 )  # fmt: skip
 """Runs of path components (case-insensitive) that are secret wherever they occur; a run that
 names a directory covers everything below it (gh tokens, gcloud and 1Password stores)."""
@@ -54,10 +60,30 @@ _BACKUP = re.compile(
 )
 """Backup and editor copies: ``#x#``, ``.x.swp``, ``x~``, ``x.~1~``, ``x.bak``, ``x.orig`` ..."""
 
+
+def _base64_prefix(header: str) -> str:
+    # The base64 text of a header's first whole 3-byte groups: what any base64 encoding of a
+    # block starting with that header starts with.
+    data = header.encode()
+    return base64.b64encode(data[: len(data) // 3 * 3]).decode()
+
+
+BASE64_KEY_PREFIXES: tuple[str, ...] = tuple(
+    _base64_prefix(h)
+    for h in (
+        "-----BEGIN PRIVATE KEY", "-----BEGIN RSA PRIVATE KEY", "-----BEGIN EC PRIVATE KEY",
+        "-----BEGIN DSA PRIVATE KEY", "-----BEGIN OPENSSH PRIVATE KEY", "-----BEGIN ENCRYPTED PRIVATE KEY",
+        "-----BEGIN PGP PRIVATE KEY BLOCK", "---- BEGIN SSH2 ENCRYPTED PRIVATE KEY",
+    )
+)  # fmt: skip
+"""How base64-encoded private keys begin (a Kubernetes Secret's ``tls.key: LS0tLS1CRUdJTi...``)."""
+
 PRIVATE_KEY_MARKER = re.compile(
     rb"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|PuTTY-User-Key-File-\d"
+    rb"|---- BEGIN SSH2 [A-Z ]{0,40}PRIVATE KEY ----|" + "|".join(BASE64_KEY_PREFIXES).encode()
 )
-"""Content that makes any file secret: a PEM/OpenSSH/PGP private-key block or a PuTTY key."""
+"""Content that makes any file secret: a PEM/OpenSSH/PGP/SSH2 private-key block, the same
+base64-encoded (YAML and Kubernetes Secrets), or a PuTTY key."""
 CONTENT_SCAN_LIMIT = 64 * 1024 * 1024
 """Bytes of a file searched for a private key (Read cannot scan further in one call either)."""
 
@@ -124,17 +150,27 @@ def holds_private_key(path: str | Path) -> bool:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
         return False
-    with os.fdopen(fd, "rb", buffering=0) as handle:
+    try:
+        return holds_private_key_fd(fd)
+    finally:
+        os.close(fd)
+
+
+def holds_private_key_fd(fd: int) -> bool:
+    """``holds_private_key`` for an open descriptor (read with ``pread``: its offset is kept)."""
+    try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return False
         tail, scanned = b"", 0
         while scanned < CONTENT_SCAN_LIMIT:
-            chunk = handle.read(1024 * 1024)
+            chunk = os.pread(fd, 1024 * 1024, scanned)
             if not chunk:
                 return False
             if PRIVATE_KEY_MARKER.search(tail + chunk):
                 return True
             tail, scanned = chunk[-80:], scanned + len(chunk)  # a marker split across chunks
+    except OSError:
+        return False
     return False
 
 

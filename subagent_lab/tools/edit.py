@@ -4,13 +4,19 @@ An existing file may only be edited after the agent has read it, and only if it 
 since: ``ReadStamps`` remembers (mtime_ns, size, inode) of every file the agent's Read returned,
 and ``tracked_read`` is the Read tool that records them. A successful edit records the new stamp,
 so the agent can edit the same file again without re-reading its own change.
+
+Edit resolves the path by descriptor (``Workspace.open_path``), reads the file through the
+descriptor it checked and writes through the descriptor of the directory it resolved, so a
+directory swapped for a link by a concurrent command cannot redirect the write outside the
+workspace; the result names the file written by its place in the workspace.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import secrets
+import stat
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +24,7 @@ from typing import Protocol
 
 from subagent_lab.core.tool import ToolError
 from subagent_lab.tools.read import read
+from subagent_lab.workspace.fdwalk import PathChanged, Walked, reopen
 from subagent_lab.workspace.sandbox import Workspace
 
 Stamp = tuple[int, int, int]
@@ -66,12 +73,12 @@ class EditContext(Protocol):
 
 def tracked_read(ctx: EditContext, path: str, start: int = 1, limit: int = 400) -> str:
     # The docstring (the tool description and argument docs) is Read's own, set below.
-    real = ctx.workspace.resolve(path)
-    # The stamp is taken before reading: if the file changes while being read, the stamp is the
-    # older one and a later Edit is refused (the safe direction).
-    before = _stamp(real)
+    real, before = _walked_stamp(ctx.workspace, path)
     text = read(ctx.workspace, path, start, limit)
-    if before is not None:
+    # Recorded only when the file is the same object, unchanged, before and after the read: if
+    # it was swapped or written meanwhile, nothing is recorded and a later Edit asks for a re-read.
+    after = _walked_stamp(ctx.workspace, path)
+    if before is not None and after == (real, before):
         ctx.stamps.record(real, before)
     return text
 
@@ -79,30 +86,78 @@ def tracked_read(ctx: EditContext, path: str, start: int = 1, limit: int = 400) 
 tracked_read.__doc__ = read.__doc__
 
 
-def _atomic_write(path: Path, data: bytes, mode: int | None) -> None:
-    """Write ``data`` to a temporary file in the same directory, then rename it over ``path``.
+def _walked_stamp(ws: Workspace, path: str) -> tuple[Path, Stamp | None]:
+    with ws.open_path(path) as walked:
+        return Path(ws.root, *walked.parts), _info_stamp(walked.info)
 
-    Readers see the old content or the new one, never a partial file; on failure the temporary
-    file is removed and the original is left as it was.
+
+def _info_stamp(info: os.stat_result | None) -> Stamp | None:
+    return None if info is None else (info.st_mtime_ns, info.st_size, info.st_ino)
+
+
+def _write_at(dir_fd: int, name: str, data: bytes, mode: int, *, replace: bool) -> os.stat_result:
+    """Write ``data`` to a temporary file in the directory ``dir_fd``, then move it to ``name``.
+
+    Everything goes through the directory's descriptor: the file lands in the directory that
+    was resolved, whatever happens to names meanwhile. ``replace``: rename over ``name`` (an
+    edit); else link it there, failing if ``name`` appeared meanwhile (a new file). Readers see
+    the old content or the new one, never a partial file; on failure the temporary file is
+    removed and the original is left as it was. Returns the written file's stat.
     """
+    tmp = f".{name[:200]}.{secrets.token_hex(6)}.tmp"
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd
+        )
     except OSError as exc:
-        raise ToolError(f"cannot write next to '{path.name}': {exc.strerror}") from None
+        raise ToolError(f"cannot write next to '{name}': {exc.strerror}") from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
+            os.fchmod(handle.fileno(), mode)
             os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
+            info = os.fstat(handle.fileno())
+        if replace:
+            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        else:
+            os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+            os.unlink(tmp, dir_fd=dir_fd)
+        return info
     except BaseException as exc:
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=dir_fd)
+        if isinstance(exc, FileExistsError):
+            raise ToolError(f"'{name}' appeared while it was being created; Read it, then edit it") from None
         if isinstance(exc, OSError):
-            raise ToolError(f"cannot write '{path.name}': {exc.strerror or exc}") from None
+            raise ToolError(f"cannot write '{name}': {exc.strerror or exc}") from None
         raise
+
+
+def _make_parents(walked: Walked) -> int:
+    """Create the missing directories above ``walked.name`` under ``walked.parent_fd``; return an
+    ``O_PATH`` descriptor of the innermost one (the caller closes it)."""
+    current = os.dup(walked.parent_fd)
+    try:
+        for part in walked.missing[:-1]:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o777, dir_fd=current)
+            nxt = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=current)
+            os.close(current)
+            current = nxt
+    except OSError as exc:
+        os.close(current)
+        raise ToolError(f"cannot create the directories of '{walked.rel}': {exc.strerror}") from None
+    return current
+
+
+def _read_all(walked: Walked) -> bytes:
+    try:
+        fd = reopen(walked, os.O_RDONLY | os.O_NONBLOCK)
+    except PathChanged as exc:
+        raise ToolError(f"{exc}; Read it again before editing it") from None
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
 
 
 def _line_span(text: str, index: int, length: int) -> tuple[int, int]:
@@ -124,29 +179,34 @@ def edit(ctx: EditContext, path: str, old: str, new: str) -> str:
         new: The replacement text (the whole content when creating a file).
     """
     ws = ctx.workspace
-    real = ws.resolve(path, must_exist=False)
-    rel = ws.rel(real)
-    with ctx.stamps.lock:
-        if not real.exists():
+    with ctx.stamps.lock, ws.open_path(path, must_exist=False) as walked:
+        rel = walked.rel
+        real = Path(ws.root, *walked.parts)
+        # Every file an Edit touches is named in its result, by its place in the workspace.
+        via = f" (the path '{path}' leads there)" if rel != os.path.normpath(path.strip()) else ""
+        if walked.info is None:
             if old:
                 raise ToolError(f"'{rel}' does not exist; to create it, pass old='' and the content as new")
-            real.parent.mkdir(parents=True, exist_ok=True)
-            _atomic_write(real, new.encode("utf-8"), None)
-            ctx.stamps.record(real)
-            return f"Created {rel} ({new.count(chr(10)) + (0 if new.endswith(chr(10)) else 1)} lines)."
-        if real.is_dir():
+            parent = _make_parents(walked)
+            try:
+                info = _write_at(parent, walked.name, new.encode("utf-8"), 0o644, replace=False)
+            finally:
+                os.close(parent)
+            ctx.stamps.record(real, _info_stamp(info))
+            return f"Created {rel}{via} ({new.count(chr(10)) + (0 if new.endswith(chr(10)) else 1)} lines)."
+        if stat.S_ISDIR(walked.info.st_mode):
             raise ToolError(f"'{rel}' is a directory")
         seen = ctx.stamps.seen(real)
         if seen is None:
             raise ToolError(f"'{rel}' has not been read yet; Read it before editing it")
-        if _stamp(real) != seen:
+        if _info_stamp(walked.info) != seen:
             raise ToolError(f"'{rel}' changed since you last read it; Read it again before editing it")
         if not old:
             raise ToolError(f"'{rel}' already exists; old must be the exact text to replace")
         if old == new:
             raise ToolError("old and new are identical; nothing to change")
         try:
-            text = real.read_bytes().decode("utf-8")
+            text = _read_all(walked).decode("utf-8")
         except UnicodeDecodeError:
             raise ToolError(f"'{rel}' is not valid UTF-8 text; Edit changes text files only") from None
         count = text.count(old)
@@ -156,7 +216,8 @@ def edit(ctx: EditContext, path: str, old: str, new: str) -> str:
             raise ToolError(f"old occurs {count} times in '{rel}'; add surrounding text to make it unique")
         index = text.index(old)
         updated = text[:index] + new + text[index + len(old) :]
-        _atomic_write(real, updated.encode("utf-8"), os.stat(real).st_mode & 0o7777)
-        ctx.stamps.record(real)
+        mode = walked.info.st_mode & 0o7777
+        info = _write_at(walked.parent_fd, walked.name, updated.encode("utf-8"), mode, replace=True)
+        ctx.stamps.record(real, _info_stamp(info))
     first, last = _line_span(updated, index, len(new))
-    return f"Edited {rel}: replaced 1 occurrence; the new text is at lines {first}-{last}."
+    return f"Edited {rel}{via}: replaced 1 occurrence; the new text is at lines {first}-{last}."

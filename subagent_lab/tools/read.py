@@ -91,18 +91,12 @@ class _Scanner:
 
 
 def _open_regular(ws: Workspace, path: str) -> tuple[BinaryIO, int, str]:
-    """Open a workspace file for reading, refusing anything that is not a regular file."""
-    real = ws.resolve(path)
-    rel = ws.rel(real)
-    if real.is_dir():
-        raise ToolError(f"'{rel}' is a directory; use Glob (e.g. pattern='*' path='{rel}') to list it")
-    try:
-        # O_NONBLOCK: even if the file was swapped for a FIFO after resolve, open cannot hang.
-        # O_NOFOLLOW: ...nor can it have been swapped for a symlink pointing elsewhere.
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
-    except OSError as exc:
-        raise ToolError(f"cannot open '{rel}': {exc.strerror}") from None
-    info = os.fstat(fd)
+    """Open a workspace file for reading, refusing anything that is not a regular file.
+
+    The descriptor is the one the workspace resolved and checked (``Workspace.open_file``): a
+    file swapped for a link or a FIFO after the check is never what is read.
+    """
+    fd, rel, info = ws.open_file(path)
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
         raise ToolDeniedError(f"'{rel}' is not a regular file")

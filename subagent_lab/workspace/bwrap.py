@@ -240,7 +240,12 @@ def _probe(binary: str) -> str | None:
         )
         try:
             done = subprocess.run(
-                argv, env=_BWRAP_ENV, capture_output=True, timeout=20, stdin=subprocess.DEVNULL, pass_fds=(fd,)
+                argv,
+                env=_BWRAP_ENV,
+                capture_output=True,
+                timeout=20,
+                stdin=subprocess.DEVNULL,
+                pass_fds=(fd,),
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"bwrap could not be started ({exc})"

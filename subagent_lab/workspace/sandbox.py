@@ -12,7 +12,6 @@ The secret policy (names and content) lives in ``subagent_lab.core.secret_policy
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 import stat
@@ -26,10 +25,12 @@ from subagent_lab.core.secret_policy import (
     SECRET_DIRS,
     SECRET_NAME_GLOBS,
     holds_private_key,
+    holds_private_key_fd,
     is_secret_file,
     is_secret_name,
 )
 from subagent_lab.core.tool import ToolDeniedError, ToolError
+from subagent_lab.workspace.fdwalk import PathChanged, PathEscape, PathLoop, Walked, reopen, walk
 
 __all__ = [
     "DEFAULT_IGNORED_DIRS", "SECRET_DIRS", "SECRET_NAME_GLOBS", "Workspace", "holds_private_key",
@@ -119,9 +120,22 @@ class Workspace:
     def resolve(self, path: str, *, must_exist: bool = True) -> Path:
         """The real path inside the root that ``path`` names, or ToolDeniedError / ToolError.
 
+        A name only: a caller that then opens it by name again races a concurrent rename; tools
+        that read or write use ``open_path`` / ``open_file`` and keep the descriptors instead.
+
         Args:
             path: Relative to the root, or absolute (then it must lie inside the root).
             must_exist: Raise ToolError when the path does not exist.
+        """
+        with self.open_path(path, must_exist=must_exist) as walked:
+            return Path(os.path.join(self._root_real, *walked.parts)) if walked.parts else self.root
+
+    def open_path(self, path: str, *, must_exist: bool = True) -> Walked:
+        """Resolve ``path`` by descriptor (``fdwalk.walk``) and apply the whole policy to what was
+        found: the caller gets the descriptors (and must close them), never a name to re-open.
+
+        Raises ToolDeniedError for what policy refuses and ToolError otherwise, including a
+        path that changed while it was being resolved; never anything else.
         """
         if not isinstance(path, str):
             raise ToolError("path must be a string")
@@ -136,38 +150,53 @@ class Workspace:
         lexical = os.path.normpath(candidate)
         if lexical == "/proc" or lexical.startswith("/proc/"):
             raise ToolDeniedError(f"'{path}': /proc is never readable")
-        lexical_inside = _inside(lexical, self._root_real) or _inside(lexical, self._root_given)
-        if not lexical_inside:
+        base = next((b for b in (self._root_real, self._root_given) if _inside(lexical, b)), None)
+        if base is None:
             how = "is an absolute path" if os.path.isabs(path) else "escapes it with '..'"
             raise ToolDeniedError(
                 f"'{path}' is outside the workspace ({how}); use a path relative to the workspace root"
             )
-        exists = True
+        # Walk the path as written, not its normalised form: a '..' after a symlink applies to
+        # where the link led, as the kernel (and realpath) would resolve it.
+        relative = os.path.relpath(candidate, base) if os.path.isabs(path) else path
         try:
-            real = os.path.realpath(candidate, strict=True)
+            root_fd = os.open(self._root_real, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise ToolDeniedError(f"'{path}' goes through a symlink loop") from None
-            real = os.path.realpath(candidate)  # resolve what exists, to check containment
-            exists = False
-        if real == "/proc" or real.startswith("/proc/") or not _inside(real, self._root_real):
+            raise ToolError(f"the workspace root cannot be opened: {exc.strerror}") from None
+        try:
+            walked = walk(root_fd, relative, (self._root_real, self._root_given))
+        except PathLoop:
+            raise ToolDeniedError(f"'{path}' goes through a symlink loop") from None
+        except PathEscape:
             raise ToolDeniedError(
                 f"'{path}' is (or goes through) a symlink that points outside the workspace"
-            )
-        if exists and self._still_a_link(real):
-            raise ToolDeniedError(f"'{path}' goes through a symlink loop")
+            ) from None
+        except PathChanged as exc:
+            raise ToolError(
+                f"'{path}' changed while it was being resolved ({exc}); nothing was opened"
+            ) from None
+        finally:
+            os.close(root_fd)
+        try:
+            self._check_walked(path, lexical, walked, must_exist)
+        except BaseException:
+            walked.close()
+            raise
+        return walked
+
+    def _check_walked(self, path: str, lexical: str, walked: Walked, must_exist: bool) -> None:
+        real = os.path.join(self._root_real, *walked.parts)
+        if real.startswith("/proc/") or real == "/proc":
+            raise ToolDeniedError(f"'{path}': /proc is never readable")
         self._check_secret(path, lexical, real)
-        if not exists:
+        if walked.info is None:
             if must_exist:
                 raise ToolError(
                     f"'{path}' does not exist (paths are relative to the workspace root); "
                     "find files with Glob or Grep instead of guessing paths"
                 )
-            return Path(real)
-        try:
-            mode = os.stat(real).st_mode  # stat never opens, so a FIFO cannot block here
-        except OSError as exc:
-            raise ToolError(f"cannot access '{path}': {exc.strerror}") from None
+            return
+        mode = walked.info.st_mode
         if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
             kind = (
                 "a FIFO" if stat.S_ISFIFO(mode)
@@ -176,18 +205,49 @@ class Workspace:
                 else "not a regular file"
             )  # fmt: skip
             raise ToolDeniedError(f"'{path}' is {kind}; only regular files and directories can be read")
-        if stat.S_ISREG(mode) and self.is_secret_content(real):
+        if stat.S_ISREG(mode) and self._key_in(walked):
             raise ToolDeniedError(f"'{path}' holds a private key and is not readable")
-        return Path(real)
 
-    @staticmethod
-    def _still_a_link(real: str) -> bool:
-        # realpath(strict=True) already raises ELOOP for loops; a final lstat guards against a
-        # result that is itself still a link (which would mean resolution stopped early).
-        try:
-            return stat.S_ISLNK(os.lstat(real).st_mode)
-        except OSError:
+    def open_file(self, path: str) -> tuple[int, str, os.stat_result]:
+        """``(descriptor open for reading, workspace-relative path, stat)`` of a regular file.
+
+        The descriptor is of the very file that was resolved and checked (``O_NOFOLLOW``,
+        non-blocking, compared by device and inode); the caller closes it.
+        """
+        with self.open_path(path) as walked:
+            if walked.info is not None and stat.S_ISDIR(walked.info.st_mode):
+                rel = walked.rel
+                raise ToolError(
+                    f"'{rel}' is a directory; use Glob (e.g. pattern='*' path='{rel}') to list it"
+                )
+            try:
+                fd = reopen(walked, os.O_RDONLY | os.O_NONBLOCK)
+            except PathChanged as exc:
+                raise ToolError(
+                    f"'{path}' changed while it was being opened ({exc}); nothing was read"
+                ) from None
+            return fd, walked.rel, os.fstat(fd)
+
+    def _key_in(self, walked: Walked) -> bool:
+        """Whether the walked regular file holds a private key (cached by its stat signature)."""
+        if self.allow_secrets or walked.info is None:
             return False
+        info = walked.info
+        signature = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+        with self._lock:
+            known = self._key_files.get(signature)
+        if known is None:
+            try:
+                fd = reopen(walked, os.O_RDONLY | os.O_NONBLOCK)
+            except PathChanged:
+                return True  # cannot tell: refuse rather than show it
+            try:
+                known = holds_private_key_fd(fd)
+            finally:
+                os.close(fd)
+            with self._lock:
+                self._key_files[signature] = known
+        return known
 
     def _check_secret(self, given: str, lexical: str, real: str) -> None:
         if self.allow_secrets:

@@ -74,7 +74,9 @@ def _library() -> ctypes.CDLL:
     try:
         lib = ctypes.CDLL(name)
     except OSError as exc:
-        raise SeccompUnavailable(f"libseccomp not found (Debian package '{SECCOMP_PACKAGE}'): {exc}") from None
+        raise SeccompUnavailable(
+            f"libseccomp not found (Debian package '{SECCOMP_PACKAGE}'): {exc}"
+        ) from None
     lib.seccomp_init.restype = ctypes.c_void_p
     lib.seccomp_init.argtypes = [ctypes.c_uint32]
     lib.seccomp_release.argtypes = [ctypes.c_void_p]
@@ -100,7 +102,7 @@ def filter_program() -> bytes:
     if not ctx:
         raise SeccompUnavailable("seccomp_init failed")
     try:
-        no_args = ctypes.cast(None, ctypes.POINTER(_ArgCmp))
+        no_args = ctypes.POINTER(_ArgCmp)()  # NULL: no argument comparisons
         for name in DENIED_SYSCALLS:
             number = lib.seccomp_syscall_resolve_name(name.encode())
             if number < 0:

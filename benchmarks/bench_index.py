@@ -114,8 +114,8 @@ def main() -> int:
     columns = [
         ("tree", "{:<9}"), ("files", "{:>6}"), ("lines", "{:>8}"), ("defs", "{:>7}"), ("refs", "{:>8}"),
         ("cold_s", "{:>7.2f}"), ("warm_s", "{:>7.3f}"), ("copy_s", "{:>7.2f}"), ("s_per_50k", "{:>9.2f}"),
-        ("cold_cpu_s", "{:>10.2f}"), ("cpu_per_50k", "{:>11.2f}"),
-        ("size_mb", "{:>7.1f}"), ("search_build_s", "{:>14.2f}"), ("query_ms", "{:>8.1f}"), ("map_s", "{:>6.2f}"),
+        ("cold_cpu_s", "{:>10.2f}"), ("cpu_per_50k", "{:>11.2f}"), ("size_mb", "{:>7.1f}"),
+        ("search_build_s", "{:>14.2f}"), ("query_ms", "{:>8.1f}"), ("map_s", "{:>6.2f}"),
     ]  # fmt: skip
     print(" ".join(f"{name:>{len(fmt.format(rows[0][name])) if rows else 8}}" for name, fmt in columns))
     for row in rows:
@@ -123,7 +123,8 @@ def main() -> int:
     print(
         "cold: empty cache, every file parsed; warm: nothing changed (stat only, same index); "
         "copy: a fresh copy of the tree (read and hashed, every parse reused); s_per_50k: cold "
-        "seconds scaled to 50,000 lines (cpu: the process's CPU time, which other load on the machine does not inflate); size: the pickled index; search_build: BM25 over its units; "
+        "seconds scaled to 50,000 lines (cpu: the process's CPU time, which other load on the machine "
+        "does not inflate); size: the pickled index; search_build: BM25 over its units; "
         "map: PageRank and a 1024-token map (medians of --repeat runs where repeated)"
     )
     return 0

@@ -267,13 +267,17 @@ def _dotted(node: ast.expr) -> str:
     return ""
 
 
-@cache
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+_LEAF_FIELDS = frozenset({"ctx", "op", "id", "attr", "name", "asname", "module", "level", "arg", "kind"})
+
+
 def _child_fields(cls: type) -> tuple[str, ...]:
     """The fields of an ast node class that can hold child nodes (not ``ctx``, ``op`` or names)."""
-    leaves = {"ctx", "op", "id", "attr", "name", "asname", "module", "level", "arg", "kind", "value"}
-    fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
-    keep = [f for f in fields if f not in leaves or (f == "value" and cls is not ast.Constant)]
-    return tuple(keep)
+    known = _CHILD_FIELDS.get(cls)
+    if known is None:
+        fields: tuple[str, ...] = getattr(cls, "_fields", ())
+        known = _CHILD_FIELDS[cls] = tuple(f for f in fields if f not in _LEAF_FIELDS)
+    return known
 
 
 def python_refs(
@@ -353,8 +357,8 @@ def python_refs(
             continue
         elif cls is ast.Constant:
             continue
-        for name in _child_fields(cls):
-            value = getattr(node, name, None)
+        for field_name in _child_fields(cls):
+            value = getattr(node, field_name, None)
             if type(value) is list:
                 stack.extend(item for item in value if isinstance(item, ast.AST))
             elif isinstance(value, ast.AST):

@@ -20,9 +20,9 @@ from pydantic import BaseModel, Field, ValidationError
 from subagent_lab.bench.suite import BenchTask, GoldSpan, TaskKind
 from subagent_lab.bench.wording import (
     ABSENCE_PATTERNS,
-    HARNESS_PROMPTS,
     admits_absence,
     countable_keywords,
+    harness_prompts,
     keyword_hits,
     legacy_admits_absence,
     mentions_absence,
@@ -278,7 +278,7 @@ def score_run(
     far wider than the span never hit, WIDE_SPAN_*); a *strict hit* at tolerance 0 and at most
     ``max(STRICT_MAX_LINES, span length)`` lines wide. ``context`` (``context_from_trace``) names
     the harness's texts and the seen locations; without it only the loop's own prompts
-    (``wording.HARNESS_PROMPTS``) count as harness wording and nothing is checked for being seen.
+    (``wording.harness_prompts``) count as harness wording and nothing is checked for being seen.
 
     ``quality``:
 
@@ -294,7 +294,7 @@ def score_run(
 
     root = root.resolve()
     ctx = context or ScoringContext()
-    harness = (*HARNESS_PROMPTS, *ctx.harness_texts)
+    harness = (*harness_prompts(), *ctx.harness_texts)
     text = "\n".join([result.summary, *result.findings])
     in_task = set(keyword_hits(task.keywords, task.prompt))
     countable = countable_keywords(task, harness)

@@ -7,20 +7,13 @@ text). No rule names a task's own nouns.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import re
 from collections.abc import Iterable
+from functools import cache
 
 from subagent_lab.bench.suite import BenchTask
-from subagent_lab.core.loop import (
-    ABSENT_PROMPT,
-    CHECK_PROMPT,
-    FINAL_PROMPT,
-    FINAL_PROMPT_FREE,
-    GRACE_PROMPT,
-    NUDGE_PROMPT,
-    REPAIR_PROMPT,
-    RETRY_PROMPT,
-)
 
 SHARED_NGRAM = 4
 """A run of this many words of an answer that also occurs in the task or a harness text is not the
@@ -30,7 +23,8 @@ loader" is not, though it shares three words with "If jinja2 has no such loader,
 ABSENCE_PATTERNS: tuple[str, ...] = (
     r"\bnot (?:be )?found\b",
     r"\bno such\b",
-    r"\b(?:does|do|did)(?: not|n't) (?:exist|have|provide|support|contain|include|implement|offer|ship)\b",
+    r"\b(?:does|do|did)(?: not|n't) [a-z]+\b",
+    r"\b(?:cannot|can't|never)\b",
     r"\b(?:is|are)(?: not|n't) (?:present|there|supported|implemented|available|included|provided)\b",
     r"\bnot (?:present|exist|supported|implemented|available|included|provided)\b",
     r"\b(?:has|have|contains?|provides?|offers?|includes?|implements?|supports?|ships?) no\b",
@@ -66,17 +60,37 @@ _ABSENCE_RE = re.compile("|".join(ABSENCE_PATTERNS), re.IGNORECASE)
 _LEGACY_ABSENCE_RE = re.compile("|".join(LEGACY_ABSENCE_PATTERNS), re.IGNORECASE)
 _WORD = re.compile(r"[A-Za-z0-9_]+(?:'[A-Za-z]+)?")
 
-HARNESS_PROMPTS: tuple[str, ...] = (
-    FINAL_PROMPT,
-    FINAL_PROMPT_FREE,
-    GRACE_PROMPT.format(why=""),
-    NUDGE_PROMPT,
-    RETRY_PROMPT.format(why=""),
-    CHECK_PROMPT.format(task=""),
-    ABSENT_PROMPT,
-    REPAIR_PROMPT.format(errors=""),
-)
-"""The loop's own prompt texts: harness wording for every answer, with a trace or without one."""
+PROMPT_MODULES = ("subagent_lab.core.loop", "subagent_lab.scaffold")
+"""Where the harness's prompt texts live: the loop, and every module of the scaffold's policies."""
+_FIELD = re.compile(r"\{[^{}]*\}")
+
+
+@cache
+def harness_prompts() -> tuple[str, ...]:
+    """Every ``*PROMPT*`` string constant of ``PROMPT_MODULES`` (a package: each of its modules),
+    format fields removed: harness wording for every answer, with a trace or without one.
+
+    Found by name, not imported one by one, so a prompt moving between the loop and a policy
+    (or a new policy's prompt) stays harness wording without an edit here.
+    """
+    modules = []
+    for name in PROMPT_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:  # the module exists but is broken: that must not pass silently
+                raise
+            continue
+        modules.append(module)
+        for info in pkgutil.iter_modules(getattr(module, "__path__", [])):
+            modules.append(importlib.import_module(f"{name}.{info.name}"))
+    texts = {
+        _FIELD.sub(" ", value)
+        for module in modules
+        for key, value in vars(module).items()
+        if "PROMPT" in key and key.isupper() and isinstance(value, str)
+    }
+    return tuple(sorted(texts))
 
 
 def keyword_hits(keywords: tuple[str, ...] | list[str], text: str) -> list[str]:

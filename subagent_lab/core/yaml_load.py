@@ -3,11 +3,15 @@
 Plain ``yaml.safe_load`` lets the last of two duplicate keys win silently, builds self-referential
 structures from recursive aliases (which later blow up far from the file), expands alias chains
 exponentially, and reads files of any size. This loader rejects all four, before anything is
-validated.
+validated, and every value no setting can hold (an integer beyond 64 bits, which also keeps
+Python's 4,300-digit conversion error from escaping; a NaN or infinite number; a NUL byte in a
+string) with the file and the field.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +25,21 @@ from subagent_lab.core.types import ConfigError
 
 MAX_CONFIG_BYTES = 1_000_000
 """Configuration files larger than this are refused unread (a profiles file is a few KB)."""
+MAX_INT_DIGITS = 40
+"""Characters of an integer scalar the loader converts at all (no setting needs more)."""
+MAX_CONFIG_INT = 2**63 - 1
+"""The largest magnitude of an integer setting; beyond it a value is refused with its field."""
 MAX_EXPANDED_NODES = 100_000
 """Nodes after alias expansion; beyond it the file is an alias bomb, not a configuration."""
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+@dataclass(frozen=True)
+class _HugeInt:
+    """An integer scalar too long to convert: its first digits and its line."""
+
+    head: str
+    line: int
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -46,6 +62,16 @@ class _StrictLoader(yaml.SafeLoader):
                     None, None, f"recursive alias *{event.anchor} (it refers to itself)", event.start_mark
                 )
         return super().compose_node(parent, index)
+
+    def construct_yaml_int(self, node: ScalarNode) -> int | _HugeInt:  # type: ignore[override]
+        # int() of a 4,301-digit scalar raises a bare ValueError (Python's conversion limit);
+        # a value that long is no setting: it is kept as a marker that ``check_values`` refuses
+        # with its field's name.
+        text = str(node.value)
+        if len(text) > MAX_INT_DIGITS:
+            return _HugeInt(text[:20], node.start_mark.line + 1)
+        value: int = super().construct_yaml_int(node)
+        return value
 
     def compose_sequence_node(self, anchor: Any) -> SequenceNode:
         with _open(self._open_anchors, anchor):
@@ -78,6 +104,9 @@ class _StrictLoader(yaml.SafeLoader):
         except (yaml.YAMLError, TypeError, ValueError):
             return (node.tag, node.value)
         return (type(value).__name__, value)
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
 
 
 class _open:
@@ -143,14 +172,46 @@ def parse_yaml(text: str, path: Path) -> Any:
                 f"{path}: aliases expand to more than {MAX_EXPANDED_NODES:,} values; "
                 "refusing what looks like an alias bomb"
             )
-        return loader.construct_document(node)
+        data = loader.construct_document(node)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}:{_where(exc)} not valid YAML: {_problem(exc)}") from None
     except RecursionError:
         raise ConfigError(f"{path}: YAML nested too deeply") from None
+    except (ValueError, OverflowError) as exc:  # a scalar the constructor could not convert
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     finally:
         if loader is not None:
             loader.dispose()
+    check_values(data, path)
+    return data
+
+
+def check_values(data: Any, path: Path) -> None:
+    """ConfigError naming the file and the field of the first value no setting can hold: an
+    integer beyond ``MAX_CONFIG_INT``, a NaN or infinite number, a string with a NUL byte."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:  # iterative: the composer already bounded the size
+        field, value = stack.pop()
+        where = field or "(top level)"
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, _HugeInt):
+            raise ConfigError(
+                f"{path}: line {value.line}: {where}: the integer {value.head}... is out of range"
+            )
+        if isinstance(value, int) and abs(value) > MAX_CONFIG_INT:
+            raise ConfigError(f"{path}: {where}: the integer {str(value)[:20]}... is out of range")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{path}: {where}: {value} is not a usable number")
+        if isinstance(value, str) and "\x00" in value:
+            raise ConfigError(f"{path}: {where}: the text holds a NUL byte")
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(key, str) and "\x00" in key:
+                    raise ConfigError(f"{path}: {where}: a key holds a NUL byte")
+                stack.append((f"{field}.{key}" if field else str(key), item))
+        elif isinstance(value, list):
+            stack.extend((f"{field}[{i}]", item) for i, item in enumerate(value))
 
 
 def load_yaml_file(path: Path, *, what: str = "configuration") -> Any:

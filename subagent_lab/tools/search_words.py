@@ -19,6 +19,9 @@ from subagent_lab.workspace.sandbox import Workspace
 
 MAX_CANDIDATES = 12
 """Names of a task looked up in the workspace at most (one bounded search each)."""
+MAX_TASK_CHARS = 20_000
+"""Characters of the task read for names: the picker costs the same for any longer task."""
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
 COMMON_SHARE = 0.5
 """A name in more than this share of the workspace's files is a poor first search."""
 TASK_WORDS = frozenset({
@@ -51,25 +54,39 @@ class Candidate:
         return 3 * exact + partial + 3 * self.marked + 2 * self.names_file - 3 * common
 
 
-def _candidates(task: str, own_name: str) -> list[tuple[str, bool]]:
-    """(word, marked) for each distinct name of the task, in task order."""
-    quoted = " ".join(re.findall(r"`([^`]+)`", task))
+def _candidates(task: str, own_name: str, limit: int = MAX_CANDIDATES) -> list[tuple[str, bool]]:
+    """(word, marked) for the first ``limit`` distinct names of the task, in task order.
+
+    Linear in the task and bounded: only the first ``MAX_TASK_CHARS`` characters are read (a
+    pasted log adds nothing a first search needs), each word costs set look-ups, and collection
+    stops once ``limit`` names are in (only that many are looked up).
+    """
+    task = task[:MAX_TASK_CHARS]
+    quoted = {w for span in re.findall(r"`([^`]{1,500})`", task) for w in _WORD.findall(span)}
     found: dict[str, tuple[str, bool]] = {}
+    dotted_parts: set[str] = set()
     for dotted in DOTTED.findall(task):
+        if len(found) >= limit:
+            return list(found.values())
         member = dotted.rsplit(".", 1)[-1]
         if len(member) >= 3 and member.lower() not in STOPWORDS:
-            found.setdefault(dotted.lower(), (dotted, True))
-    for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", task):
+            key = dotted.lower()
+            if key not in found:
+                found[key] = (dotted, True)
+                dotted_parts.update(key.split("."))
+    for word in _WORD.findall(task):
+        if len(found) >= limit:
+            break
         key = word.lower()
         low = key.strip("_")
-        if len(low) < 3 or key in STOPWORDS or key in TASK_WORDS:
+        if len(low) < 3 or key in STOPWORDS or key in TASK_WORDS or key in found:
             continue
         if own_name and (key in own_name or (own_name in key and len(key) - len(own_name) <= 2)):
             continue  # the package's own name (``tqdm``, ``PyYAML`` in yaml) is in every file
-        if any(key in k.split(".") for k in found):
+        if key in dotted_parts:
             continue  # already a part of a dotted name
         compound = "_" in word.strip("_") or bool(re.search(r"[A-Z0-9]", word[1:]))
-        found.setdefault(key, (word, compound or word in quoted))
+        found[key] = (word, compound or word in quoted)
     return list(found.values())
 
 
@@ -83,7 +100,7 @@ def task_search_words(ws: Workspace, task: str, limit: int) -> list[str]:
     files = [p for p in find_paths(ws, "**/*").paths if not p.endswith("/")]
     stems = {p.rsplit("/", 1)[-1].split(".", 1)[0].strip("_").lower() for p in files}
     ranked: list[Candidate] = []
-    for order, (word, marked) in enumerate(_candidates(task, own)[:MAX_CANDIDATES]):
+    for order, (word, marked) in enumerate(_candidates(task, own)):
         looked_up = word.rsplit(".", 1)[-1]
         try:
             run = search(ws, [looked_up], ".", case_insensitive=True, fixed_strings=True, max_results=500)

@@ -19,7 +19,12 @@ BASELINE = "none"
 
 
 def _groups(df: pd.DataFrame) -> list[str]:
-    return [c for c in ("split", "scaffold") if c in df.columns]
+    """What a comparison holds fixed: the split, the scaffold, and the variant where there are
+    several (a budget setting is a condition of its own, not a repeat)."""
+    fixed = [c for c in ("split", "scaffold") if c in df.columns]
+    if "variant" in df.columns and df["variant"].nunique(dropna=False) > 1:
+        fixed.append("variant")
+    return fixed
 
 
 def _label(part: pd.DataFrame, column: str, default: str) -> str:
@@ -50,14 +55,15 @@ def comparison_sentences(
             continue
         diff = paired_difference(part, a, b, value=value)
         base = mean_ci(part[part[ARM] == baseline], value).mean if baseline in arms else None
-        sentences.append(
-            comparison_sentence(
-                diff,
-                split=_label(part, "split", "these tasks"),
-                scaffold=_label(part, "scaffold", "as the profile sets it"),
-                baseline=base,
-            )
+        sentence = comparison_sentence(
+            diff,
+            split=_label(part, "split", "these tasks"),
+            scaffold=_label(part, "scaffold", "as the profile sets it"),
+            baseline=base,
         )
+        if "variant" in groups:
+            sentence += f"; variant `{_label(part, 'variant', '')}`"
+        sentences.append(sentence)
     return sentences
 
 
@@ -74,7 +80,7 @@ def readable_lift(table: pd.DataFrame) -> pd.DataFrame:
     """``lift_table`` for reading: one column per figure, intervals in brackets, counts as W/L/T."""
     if table.empty:
         return table
-    keys = [c for c in ("split", "scaffold", ARM) if c in table.columns]
+    keys = [c for c in ("split", "scaffold", "variant", ARM) if c in table.columns]
     out = table[keys].rename(columns={ARM: "model"}).copy()
     out["tasks"] = table["n"].astype(int)
     out["quality [95% CI]"] = [

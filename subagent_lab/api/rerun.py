@@ -17,9 +17,9 @@ from subagent_lab.agents.launch_io import plain_json
 from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest, SubagentResult
 from subagent_lab.api.runs import ConfigArg, ModelArg, as_choice, as_config, factory_for, runs_root
 from subagent_lab.api.views import RunLike, trace_of
-from subagent_lab.config.profiles import LabConfig
 from subagent_lab.config.scaffolds import SCAFFOLD_FIELDS
 from subagent_lab.core.trace import RunStarted, read_trace
+from subagent_lab.core.types import ModelChoice
 
 CONTEXT_HEADER = "\n\nContext from the parent agent (JSON):\n"
 """How ``launch_io.render_task`` introduces the structured context."""
@@ -151,7 +151,11 @@ def rerun(
         profile=start.profile,
         context=start.context,
         model=choice,
-        overrides={**_changed_fields(launcher, start), **_scaffold(lab, start, scaffold), **overrides},
+        overrides={
+            **_changed_fields(launcher, start),
+            **_scaffold(launcher, start, choice, scaffold),
+            **overrides,
+        },
         seed=start.seed if seed is None else seed,
         temperature=start.temperature if temperature is None else temperature,
         rerun_of=str(path),
@@ -159,11 +163,22 @@ def rerun(
     return launcher.launch(request)
 
 
-def _scaffold(lab: LabConfig, start: RecordedStart, preset: str | None) -> dict[str, Any]:
-    """The scaffold fields of the new run: the named preset's, else the recorded run's own."""
-    if preset is not None:
-        return lab.scaffold(preset).resolved()
-    return {k: v for k, v in start.profile_fields.items() if k in SCAFFOLD_FIELDS}
+def _scaffold(
+    launcher: SubagentLauncher, start: RecordedStart, choice: ModelChoice | None, preset: str | None
+) -> dict[str, Any]:
+    """The scaffold fields the new run must be given to run the named preset, else the recorded
+    run's own scaffold: those that the profile, on the new run's model, would set otherwise."""
+    wanted = (
+        launcher.config.scaffold(preset).resolved()
+        if preset is not None
+        else {k: v for k, v in start.profile_fields.items() if k in SCAFFOLD_FIELDS}
+    )
+    profile = launcher.config.profile(start.profile)
+    today = launcher.resolve_profile(
+        SubagentRequest(task="-", profile=start.profile, model=choice or profile.model)
+    )
+    current = plain_json(today.model_dump())
+    return {k: v for k, v in wanted.items() if current.get(k) != v}
 
 
 def _changed_fields(launcher: SubagentLauncher, start: RecordedStart) -> dict[str, Any]:

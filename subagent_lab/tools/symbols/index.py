@@ -156,13 +156,19 @@ class SymbolIndex:
         if not found:
             return [], 0
 
+        wanted = [p.lower() for p in parts]
+
         def matched(hit: tuple[str, Definition]) -> int:
-            full = f"{module_name(hit[0])}.{hit[1].qualname}".lower().split(".")
-            count = 0
-            for mine, theirs in zip(reversed([p.lower() for p in parts]), reversed(full), strict=False):
-                if mine != theirs:
+            # Trailing parts of the name found in order in root.module.qualname, modules skipped
+            # (``jinja2.Environment`` is ``jinja2/environment.py``'s, re-exported by the package).
+            full = f"{self.root_name}.{module_name(hit[0])}.{hit[1].qualname}".lower().split(".")
+            count, at = 0, len(full) - 1
+            for part in reversed(wanted):
+                while at >= 0 and full[at] != part:
+                    at -= 1
+                if at < 0:
                     break
-                count += 1
+                count, at = count + 1, at - 1
             return count
 
         scored = [(matched(hit), hit) for hit in found]

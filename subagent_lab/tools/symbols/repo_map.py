@@ -179,6 +179,8 @@ def repo_map(workspace: Workspace, token_budget: int) -> str:
         for position, unit in enumerate(defs):
             if last[unit.qualname] != position:
                 continue  # an @overload stub: the map shows the implementation, defined last
+            if unit.kind == "function" and "." in unit.qualname:
+                continue  # a function inside a function: not reachable from outside it
             rank = name_rank.get((rel, unit.name), 0.0)
             nested = unit.qualname.count(".")
             candidates.append((test_or_doc, -rank, nested, -file_rank.get(rel, 0.0), rel, position))

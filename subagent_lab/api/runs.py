@@ -63,7 +63,7 @@ def as_choice(value: str) -> ModelChoice:
     no-model baseline)."""
     if value not in CHOICES:
         raise ValueError(
-            f"model must be 'light', 'main' or 'none' (the no-model baseline), a model object or a "
+            f"model must be 'light' or 'main' (or 'none', the no-model baseline), a model object or a "
             f"factory; got {value!r}"
         )
     return "light" if value == "light" else "none" if value == "none" else "main"
@@ -90,15 +90,15 @@ def factory_for(
         raise TypeError(f"model must be 'light'/'main', a model object or a factory, not {type(model)}")
     if cache is False:
         return factory, choice
-    from subagent_lab.models.cache import CachingModel
+    from subagent_lab.models.cache import CachingModel, config_namespace
 
     where = cache_dir(runs) if cache is True else Path(cache)
     inner = factory
 
     def cached(c: ModelChoice, cfg: ModelConfig) -> Model:
-        # The sweeps' key for configured models; a custom model's answers get a namespace of
-        # their own, so they are never replayed as the configured model's.
-        namespace = f"{lab.endpoint_url(cfg)}|{cfg.model}" + (f"|custom:{custom}" if custom else "")
+        # The sweeps' key for configured models (the weights' SHA-256 for the embedded ones); a
+        # custom model's answers get a namespace of their own, never replayed as the configured model's.
+        namespace = config_namespace(lab, cfg) + (f"|custom:{custom}" if custom else "")
         return CachingModel(inner(c, cfg), where, namespace)
 
     return cached, choice

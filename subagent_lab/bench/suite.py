@@ -1,10 +1,18 @@
-"""The explore benchmark suite: task models, loading ``tasks.yaml``, and gold checking.
+"""The explore benchmark suite: task models, loading the splits, and gold checking.
 
-Each task explores one installed third-party package (the pinned ``bench`` extra); its
-workspace root is that package's directory, found at run time through importlib and never
-copied into the repository. Gold spans are pinned to the exact installed versions, and
-every span carries an ``anchor`` string so that a version drift fails loudly instead of
-silently scoring against the wrong lines.
+Three suites, each a list of tasks over pinned third-party packages:
+
+- ``dev`` (``tasks.yaml``, the default): 30 tasks over jinja2, PyYAML and tqdm. The workspace root
+  is the *installed* package directory (the pinned ``bench`` extra), found through importlib. The
+  scaffold was tuned on these tasks.
+- ``dev-tree``: the same 30 tasks, ids and prompts in the unpacked source distribution of each
+  package (library code with its tests and docs, as a user's checkout looks); the gold paths are
+  mapped into the tree (``loaders.py`` -> ``src/jinja2/loaders.py``).
+- ``test`` (``tasks_test.yaml``): held out, over other packages (marshmallow, attrs, Markdown) in
+  their source trees; written from the source before any model run and frozen by a hash.
+
+Source trees are fetched by ``bench.workspaces`` outside the repository. Every gold span carries an
+``anchor`` string so that a version drift fails loudly instead of scoring against the wrong lines.
 """
 
 from __future__ import annotations
@@ -17,11 +25,24 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from subagent_lab.bench.workspaces import SDISTS, tree_root
 from subagent_lab.core.types import ConfigError
 
 TaskKind = Literal["locate", "trace", "enumerate", "explain", "absent"]
-Package = Literal["jinja2", "yaml", "tqdm"]
+Package = Literal["jinja2", "yaml", "tqdm", "marshmallow", "attrs", "markdown"]
 Difficulty = Literal["easy", "medium", "hard"]
+Split = Literal["dev", "test"]
+Workspace = Literal["installed", "tree"]
+"""``installed``: the package's installed directory; ``tree``: its unpacked sdist (bench.workspaces)."""
+SuiteName = Literal["dev", "dev-tree", "test"]
+SUITES: tuple[SuiteName, ...] = ("dev", "dev-tree", "test")
+"""The names ``load_suite`` accepts."""
+
+SPLIT_PACKAGES: dict[Split, frozenset[str]] = {
+    "dev": frozenset({"jinja2", "yaml", "tqdm"}),
+    "test": frozenset({"marshmallow", "attrs", "markdown"}),
+}
+"""The packages of each split; no package is in two (a test task never shares a tree with dev)."""
 
 PINNED_VERSIONS: dict[str, tuple[str, str]] = {
     "jinja2": ("jinja2", "3.1.6"),
@@ -31,6 +52,7 @@ PINNED_VERSIONS: dict[str, tuple[str, str]] = {
 """Import name -> (distribution name, pinned version); mirrors the ``bench`` extra."""
 
 DEFAULT_SUITE_PATH = Path(__file__).with_name("tasks.yaml")
+TEST_SUITE_PATH = Path(__file__).with_name("tasks_test.yaml")
 
 
 class GoldSpan(BaseModel):
@@ -39,7 +61,7 @@ class GoldSpan(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     path: str = Field(min_length=1)
-    """Path relative to the package directory (the task's workspace root)."""
+    """Path relative to the task's workspace root (the package directory, or the source tree)."""
     start: int = Field(ge=1)
     end: int = Field(ge=1)
     anchor: str = Field(min_length=1)
@@ -74,6 +96,11 @@ class BenchTask(BaseModel):
     difficulty: Difficulty
     smoke: bool = False
     """Easy locate tasks used for the quick real-model sweep."""
+    split: Split = "dev"
+    workspace: Workspace = "installed"
+    probes: tuple[str, ...] = ()
+    """Absent tasks of a source tree: strings that occur in no file of the tree (case-insensitive),
+    which backs the gold answer "not there"."""
 
     @model_validator(mode="after")
     def _gold_matches_kind(self) -> BenchTask:
@@ -83,25 +110,68 @@ class BenchTask(BaseModel):
             raise ValueError(f"task {self.id}: a '{self.kind}' task needs at least one gold span")
         if self.smoke and self.kind != "locate":
             raise ValueError(f"task {self.id}: only locate tasks can be smoke tasks")
+        if self.package not in SPLIT_PACKAGES[self.split]:
+            raise ValueError(f"task {self.id}: package {self.package!r} is not in the {self.split} split")
+        if self.split == "test" and self.workspace != "tree":
+            raise ValueError(f"task {self.id}: test tasks run in a source tree (workspace: tree)")
+        if self.probes and self.kind != "absent":
+            raise ValueError(f"task {self.id}: only absent tasks have probes")
         return self
+
+    def workspace_root(self) -> Path:
+        """The directory this task explores: the installed package or the unpacked source tree.
+
+        Raises ConfigError when it is missing (naming the install or fetch command to run).
+        """
+        return package_root(self.package) if self.workspace == "installed" else tree_root(self.package)
+
+    def in_tree(self) -> BenchTask:
+        """This task in its package's source tree: the same id and prompt, gold paths mapped into
+        the tree (``loaders.py`` -> ``src/jinja2/loaders.py``). A tree task is returned as it is."""
+        if self.workspace == "tree":
+            return self
+        prefix = SDISTS[self.package].package_dir
+        gold = tuple(span.model_copy(update={"path": f"{prefix}/{span.path}"}) for span in self.gold)
+        return self.model_copy(update={"workspace": "tree", "gold": gold})
 
 
 class _SuiteFile(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    split: Split = "dev"
+    """The default ``split`` of the file's tasks."""
+    workspace: Workspace = "installed"
+    """The default ``workspace`` of the file's tasks."""
     tasks: tuple[BenchTask, ...]
 
 
-def load_suite(path: Path | str | None = None) -> list[BenchTask]:
-    """Load and validate the task suite (the packaged ``tasks.yaml`` by default).
+def load_suite(split: SuiteName | Path | str = "dev", *, path: Path | str | None = None) -> list[BenchTask]:
+    """Load and validate a suite: ``dev`` (the default), ``dev-tree`` or ``test``, or a YAML file.
 
-    Raises ConfigError naming the file and the offending field, or a duplicated id.
+    ``split`` may also be a path (a ``Path``, or a string that is not a suite name), as may
+    ``path``. Raises ConfigError naming the file and the offending field, or a duplicated id.
     """
-    suite_path = Path(path) if path is not None else DEFAULT_SUITE_PATH
+    if path is not None or isinstance(split, Path) or split not in SUITES:
+        return _load_file(Path(path if path is not None else split))
+    if split == "test":
+        tasks = _load_file(TEST_SUITE_PATH)
+        wrong = [t.id for t in tasks if t.split != "test"]
+        if wrong:
+            raise ConfigError(f"{TEST_SUITE_PATH}: tasks not in the test split: {wrong}")
+        return tasks
+    dev = _load_file(DEFAULT_SUITE_PATH)
+    return [t.in_tree() for t in dev] if split == "dev-tree" else dev
+
+
+def _load_file(suite_path: Path) -> list[BenchTask]:
     try:
         raw = yaml.safe_load(suite_path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"{suite_path}: cannot read the suite: {exc}") from exc
+    if isinstance(raw, dict) and isinstance(raw.get("tasks"), list):
+        # The file's split/workspace are its tasks' defaults (a task may still say otherwise).
+        defaults = {k: raw[k] for k in ("split", "workspace") if k in raw}
+        raw = {**raw, "tasks": [{**defaults, **t} if isinstance(t, dict) else t for t in raw["tasks"]]}
     try:
         suite = _SuiteFile.model_validate(raw)
     except ValidationError as exc:
@@ -152,12 +222,12 @@ def package_root(package: str) -> Path:
 
 
 def check_gold(task: BenchTask, root: Path | None = None) -> list[str]:
-    """Problems with a task's gold spans against the installed sources; empty when sound.
+    """Problems with a task's gold spans against its sources; empty when sound.
 
     Reports a missing file, a span beyond the end of the file, and an anchor that does not
-    occur within the span's lines. ``root`` defaults to ``package_root(task.package)``.
+    occur within the span's lines. ``root`` defaults to ``task.workspace_root()``.
     """
-    base = root if root is not None else package_root(task.package)
+    base = root if root is not None else task.workspace_root()
     problems: list[str] = []
     cache: dict[str, list[str]] = {}
     for span in task.gold:
@@ -175,3 +245,20 @@ def check_gold(task: BenchTask, root: Path | None = None) -> list[str]:
         if span.anchor not in text:
             problems.append(f"{task.id}: {span.label}: anchor {span.anchor!r} not found in the span")
     return problems
+
+
+def check_absent(task: BenchTask, root: Path | None = None) -> list[str]:
+    """The files of the tree that hold one of an absent task's ``probes`` (case-insensitive).
+
+    Every file under the root counts (code, tests, docs): the answer "not there" must hold for
+    the whole checkout. Empty when sound. ``root`` defaults to ``task.workspace_root()``.
+    """
+    base = root if root is not None else task.workspace_root()
+    probes = [p.lower() for p in task.probes]
+    hits: list[str] = []
+    for file in sorted(base.rglob("*")):
+        if not file.is_file():
+            continue
+        text = file.read_bytes().decode("utf-8", errors="replace").lower()
+        hits += [f"{task.id}: {file.relative_to(base)} holds {p!r}" for p in probes if p in text]
+    return hits

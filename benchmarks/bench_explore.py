@@ -56,7 +56,8 @@ def report(df: pd.DataFrame) -> None:
         part = df if split is None else df[df["split"] == split]
         tasks = part["task_id"].nunique()
         model_s = part["model_time_s"].sum() if "model_time_s" in part.columns else float("nan")
-        print(f"\n== {split or 'suite'}: {tasks} tasks, {len(part)} runs, {model_s / 60:.1f} min of model time ==")
+        head = f"{split or 'suite'}: {tasks} tasks, {len(part)} runs, {model_s / 60:.1f} min of model time"
+        print(f"\n== {head} ==")
         with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 60):
             print(split_table(part).to_string(index=False))
         for sentence in comparison_sentences(part):
@@ -102,7 +103,7 @@ def main() -> int:
         frames.append(run_sweep(spec, out_dir=args.out, max_workers=args.workers, cache=args.cache))
     wall = time.monotonic() - started
     df = pd.concat(frames, ignore_index=True)
-    print(f"\n{len(df)} runs in {wall / 60:.1f} min wall, {args.workers} worker(s), temperature {args.temperature}")
+    print(f"\n{len(df)} runs in {wall / 60:.1f} min wall, {args.workers} worker(s), T={args.temperature}")
     if args.save:
         Path(args.save).parent.mkdir(parents=True, exist_ok=True)
         df.to_csv(args.save, index=False)

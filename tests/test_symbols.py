@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from subagent_lab.core.context import estimate_text
 from subagent_lab.core.provenance import seen_check
@@ -335,3 +337,18 @@ def test_build_tools_offers_the_symbol_tools_next_to_the_first_three() -> None:
         schema = tools[name].schema()["function"]
         assert len(schema["parameters"]["properties"]) == 1  # one argument a small model fills
     assert list(build_tools(["Read", "Grep", "Glob"])) == ["Read", "Grep", "Glob"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    tool=st.sampled_from(["Find", "Refs", "Outline", "Search"]),
+    text=st.one_of(
+        st.text(max_size=300),
+        st.sampled_from(["", ".", "..", "/", "/etc/passwd", "../x", "pkg/", "a" * 5000, "x.y.z.", "\x00"]),
+    ),
+)
+def test_any_argument_gives_an_observation_never_an_exception(tree: Path, tool: str, text: str) -> None:
+    tools = build_tools([tool])
+    argument = {"Find": "name", "Refs": "name", "Outline": "path", "Search": "query"}[tool]
+    outcome = tools[tool].invoke(Workspace(tree), {argument: text})  # any exception fails the test
+    assert outcome.status in {"ok", "error", "denied"} and len(outcome.text) <= 16_200

@@ -294,7 +294,7 @@ def python_refs(
         warnings.simplefilter("ignore")  # invalid escape sequences in old code are not our concern
         try:
             tree = ast.parse(source)
-        except (SyntaxError, ValueError) as exc:
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
             return {}, {}, {}, f"Python could not parse it ({type(exc).__name__}); no references indexed"
     found: dict[str, array[int]] = {}
     imports: dict[str, str] = {}

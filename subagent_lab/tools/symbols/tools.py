@@ -15,8 +15,8 @@ from collections import Counter
 
 from subagent_lab.core.tool import Observation, ObservationBuilder, Span, Tool, ToolError
 from subagent_lab.tools.simple_grep import quote
-from subagent_lab.tools.symbols.index import SymbolIndex, index_for, read_code
-from subagent_lab.tools.symbols.parse import Definition
+from subagent_lab.tools.symbols.index import MAX_FILE_BYTES, SymbolIndex, index_for, read_code
+from subagent_lab.tools.symbols.parse import LANGUAGES, Definition
 from subagent_lab.tools.symbols.search import ranked_units
 from subagent_lab.workspace.sandbox import Workspace
 
@@ -26,6 +26,10 @@ LINE_CHARS = 120
 """Characters shown of a signature or a referencing line."""
 REFS_PER_FILE = 5
 """Referencing lines one Refs shows per file; the rest are counted."""
+MAX_NAME_CHARS = 200
+"""A longer name is cut (a runaway argument; no identifier is that long)."""
+MAX_QUERY_CHARS = 1000
+"""A longer query is cut (a pasted task is shorter; a runaway argument is not)."""
 
 
 def _mark(role: str) -> str:
@@ -61,6 +65,7 @@ def find(ws: Workspace, name: str, limit: int = 8) -> Observation:
     Args:
         name: The name as the code spells it, e.g. `get_template`, or `Class.method` for a member.
     """
+    name = name[:MAX_NAME_CHARS]
     index = index_for(ws)
     hits, matched = index.find(name)
     out = ObservationBuilder()
@@ -117,6 +122,7 @@ def refs(ws: Workspace, name: str, limit: int = 15) -> Observation:
     Args:
         name: The name as the code spells it, e.g. `get_template`; for `Class.method` the uses of `method`.
     """
+    name = name[:MAX_NAME_CHARS]
     index = index_for(ws)
     member = [p for p in name.strip().strip("`'\"()").split(".") if p][-1:]
     if not member:
@@ -203,6 +209,11 @@ def outline(ws: Workspace, path: str, limit: int = 60) -> Observation:
             out.line(f"Not shown: {len(inside) - limit} more files.")
         return out.build()
     entry = index.files.get(rel)
+    if entry is None and os.path.splitext(rel)[1] in LANGUAGES:
+        raise ToolError(
+            f"{quote(rel)} was not indexed (over {MAX_FILE_BYTES // 1000} KB, or not readable as a "
+            "regular file); Read shows it a window at a time"
+        )
     if entry is None:
         raise ToolError(
             f"{quote(rel)} is not a code file the index parses (Python, JavaScript, TypeScript, Go); "
@@ -233,6 +244,7 @@ def search(ws: Workspace, query: str, limit: int = 8) -> Observation:
     Args:
         query: What the code does or is about, in plain words or names, e.g. `cache compiled templates`.
     """
+    query = query[:MAX_QUERY_CHARS]
     index = index_for(ws)
     hits = ranked_units(index, query, limit)
     out = ObservationBuilder()

@@ -132,12 +132,14 @@ class Score(BaseModel):
     gold_line_share: float = 0.0
     """Share of the gold lines that strict hits cover, line by line (1 with no gold)."""
     keyword_recall: float | None = 0.0
-    """Share of the countable keywords found in summary + findings; None when none is countable
-    (then left out of ``quality``). Countable: not in the task, not in any harness text."""
+    """Creditable keywords found in summary + findings, over the countable ones (those not in the
+    task's prompt); creditable: countable and in no harness text (``keywords_listed`` are not).
+    None when none is countable (then left out of ``quality``)."""
     keywords_in_task: list[str] = Field(default_factory=list)
     """Keywords not counted because the task text already contains them (restating earns nothing)."""
     keywords_listed: list[str] = Field(default_factory=list)
-    """Keywords not counted because a harness text (the listing of candidate lines...) holds them."""
+    """Countable keywords that earn nothing because a harness text (above all the final prompt's
+    listing of candidate lines) holds them: they still count in ``keyword_recall``'s denominator."""
     admits_absence: bool = False
     """The answer says, in its own words (``own_words``), that the thing does not exist."""
     absence_restated: bool = False
@@ -297,8 +299,11 @@ def score_run(
     harness = (*harness_prompts(), *ctx.harness_texts)
     text = "\n".join([result.summary, *result.findings])
     in_task = set(keyword_hits(task.keywords, task.prompt))
-    countable = countable_keywords(task, harness)
-    keyword_recall = len(keyword_hits(countable, text)) / len(countable) if countable else None
+    # The denominator is the task's (the same for every run of it, so paired runs compare like for
+    # like); a keyword the harness wrote to this run can be named but earns nothing.
+    countable = countable_keywords(task)
+    creditable = countable_keywords(task, harness)
+    keyword_recall = len(keyword_hits(creditable, text)) / len(countable) if countable else None
     absence = admits_absence(text, [task.prompt, *harness])
     checks = ground_evidence(result.evidence, root)
     m = _match(task, result.evidence, root, line_tolerance, ctx)
@@ -329,7 +334,7 @@ def score_run(
         gold_line_share=_ratio(len(m.covered & gold_lines), len(gold_lines), 1.0),
         keyword_recall=keyword_recall,
         keywords_in_task=[k for k in task.keywords if k in in_task],
-        keywords_listed=[k for k in task.keywords if k not in in_task and k not in countable],
+        keywords_listed=[k for k in countable if k not in creditable],
         admits_absence=absence,
         absence_restated=not absence and mentions_absence(text),
         invented_evidence=task.kind == "absent" and n_unique > 0,

@@ -4,6 +4,16 @@ The adapter can also count a request's prompt exactly on a llama.cpp server (``c
 renders the same body through the server's chat template (``/apply-template``) and tokenizes the
 result with the model's own vocabulary (``/tokenize``), which is what the server then reports as
 ``prompt_tokens``.
+
+Nothing a server sends can stall, crash or bloat a run: every attempt has an overall deadline
+(the per-call ``timeout_s`` and the run's remaining time, whichever ends first) that a server
+trickling its bytes cannot extend, and a byte cap (``max_reply_bytes``), both enforced on the
+connection (``bounded_http``); a reply whose text is far longer than its ``max_tokens`` allows
+ends the call as a model error; usage figures that are not plausible counts (negative, huge,
+not integers) are treated as missing; numbers in tool arguments that no tool could use (beyond
+2**53, NaN, infinities: which would otherwise raise ``OverflowError`` in a tool) and nesting
+deeper than ``MAX_ARG_DEPTH`` arrive as marker strings, so the tool's own argument check turns
+them into an error observation.
 """
 
 from __future__ import annotations
@@ -20,12 +30,75 @@ from pydantic import ValidationError
 
 from subagent_lab.core.context import estimate_messages, estimate_text
 from subagent_lab.core.model import ModelCallError
+from subagent_lab.core.redact import mask_url
 from subagent_lab.core.tokens import TokenCount, estimate_count
 from subagent_lab.core.types import ModelRequest, ModelResponse, ToolCall, Usage
 from subagent_lab.models.actions import PROTOCOL, action_schema, decoding_schema, parse_action, render_action
 from subagent_lab.models.actions import tool_lines as _tool_lines
+from subagent_lab.models.bounded_http import (
+    DEFAULT_MAX_REPLY_BYTES,
+    CallLimits,
+    bounded_client,
+    openai_http_package,
+)
 
 _RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+MAX_USAGE_FIGURE = 10**9
+"""A usage count above this is no count (a run's whole budget is far smaller): treated as missing."""
+MAX_ARG_INT = 2**53
+"""Integers in tool arguments beyond this magnitude (JSON's exact range) arrive as a marker string."""
+MAX_ARG_DEPTH = 64
+"""Nesting of tool arguments kept; deeper parts arrive as a marker string."""
+MAX_CHARS_PER_TOKEN = 16
+"""A reply longer than ``max_tokens`` times this many characters came from a server that ignored
+``max_tokens`` (real tokenizers average 3-5 characters): the call fails as a model error."""
+COUNT_TIMEOUT_S = 30.0
+
+
+def _parse_int(text: str) -> int | str:
+    # Called by the JSON decoder with the digits: never converts a 4,301-digit number.
+    if len(text) > 17 or abs(int(text)) > MAX_ARG_INT:
+        return f"<integer of {len(text.lstrip('-'))} digits: out of range>"
+    return int(text)
+
+
+def _parse_float(text: str) -> float | str:
+    value = float(text)
+    return (
+        value if math.isfinite(value) and abs(value) <= MAX_ARG_INT else f"<number {text[:20]}: out of range>"
+    )
+
+
+def _parse_constant(text: str) -> str:
+    return f"<{text}: not a number>"
+
+
+_DECODER = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant)
+
+
+def loads_bounded(text: str) -> Any:
+    """``json.loads`` for what a model wrote: numbers no tool can use and nesting deeper than
+    ``MAX_ARG_DEPTH`` become marker strings; ``ValueError`` when it is not JSON."""
+    try:
+        value = _DECODER.decode(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    return _flatten_deep(value)
+
+
+def _flatten_deep(value: Any) -> Any:
+    """``value`` with containers below ``MAX_ARG_DEPTH`` levels replaced by a marker (iterative)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, child in list(items):
+            if isinstance(child, (dict, list)):
+                if depth + 1 >= MAX_ARG_DEPTH:
+                    node[key] = f"<nested deeper than {MAX_ARG_DEPTH} levels>"
+                else:
+                    stack.append((child, depth + 1))
+    return value
 
 
 def extract_json_object(text: str) -> dict[str, Any] | None:
@@ -35,20 +108,20 @@ def extract_json_object(text: str) -> dict[str, Any] | None:
     several times the generation speed on llama.cpp, so the protocol also works without it.
     """
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
+        value = loads_bounded(text)
+    except ValueError:
         value = None
     if isinstance(value, dict):
         return value
-    decoder = json.JSONDecoder()
+    decoder = _DECODER
     start = text.find("{")
     while start != -1:
         try:
             value, _ = decoder.raw_decode(text, start)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             value = None
         if isinstance(value, dict):
-            return value
+            return _flatten_deep(value)
         start = text.find("{", start + 1)
     return None
 
@@ -85,9 +158,13 @@ class OpenAIChatModel:
         error_hint: str = "",
         backoff_s: float = 1.0,
         count_url: str | None = None,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
-        """``count_url``: a llama.cpp server root (``http://host:port``) that counts prompts exactly."""
+        """``count_url``: a llama.cpp server root (``http://host:port``) that counts prompts exactly;
+        ``max_reply_bytes``: the largest reply one attempt may read."""
         self.base_url = base_url
+        self.shown_url = mask_url(base_url)
+        """The endpoint as messages show it (a ``user:password@`` part masked)."""
         self.count_url = count_url.rstrip("/") if count_url else None
         self.model = model
         self.tool_protocol = tool_protocol
@@ -96,8 +173,13 @@ class OpenAIChatModel:
         self.timeout_s = timeout_s
         self.error_hint = error_hint
         self.backoff_s = backoff_s
+        self._limits = CallLimits(max_reply_bytes)
         self._client = openai.OpenAI(
-            base_url=base_url, api_key=api_key or "not-needed", max_retries=0, timeout=timeout_s
+            base_url=base_url,
+            api_key=api_key or "not-needed",
+            max_retries=0,
+            timeout=timeout_s,
+            http_client=bounded_client(self._limits, timeout=timeout_s, package=openai_http_package()),
         )
 
     # --- request building -------------------------------------------------------------
@@ -170,8 +252,10 @@ class OpenAIChatModel:
             return estimate_count(request)
         kwargs = self._kwargs(request)
         body = {k: kwargs[k] for k in ("messages", "tools") if k in kwargs}
+        limits = CallLimits(DEFAULT_MAX_REPLY_BYTES)
+        limits.start(time.monotonic() + min(COUNT_TIMEOUT_S, max(request.timeout_s, 0.001)))
         try:
-            with httpx.Client(timeout=30.0, trust_env=False) as client:
+            with bounded_client(limits, timeout=COUNT_TIMEOUT_S) as client:
                 query = {"model": self.model}
                 prompt = client.post(f"{self.count_url}/apply-template", params=query, json=body)
                 prompt.raise_for_status()
@@ -182,7 +266,7 @@ class OpenAIChatModel:
                 )
                 tokens.raise_for_status()
                 return TokenCount(tokens=len(tokens.json()["tokens"]), exact=True)
-        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        except (httpx.HTTPError, ValueError, KeyError, TypeError, RecursionError):
             return estimate_count(request)  # the call itself will report the server's state
 
     # --- the one method -----------------------------------------------------------------
@@ -195,7 +279,12 @@ class OpenAIChatModel:
         attempt = spent = 0
         while True:
             attempt += 1
-            kwargs["timeout"] = max(min(self.timeout_s, deadline - time.monotonic()), 0.001)
+            # The attempt's overall deadline: enforced on the connection, so a server trickling
+            # its reply cannot extend it (httpx's own timeout is per read).
+            attempt_deadline = min(deadline, time.monotonic() + self.timeout_s)
+            kwargs["timeout"] = max(attempt_deadline - time.monotonic(), 0.001)
+            self._limits.start(attempt_deadline)
+            url = self.shown_url
             try:
                 raw = self._client.chat.completions.create(**kwargs)
                 response = self._parse(raw, request, attempts=attempt, latency=time.monotonic() - started)
@@ -203,22 +292,37 @@ class OpenAIChatModel:
                 return response
             except openai.APIStatusError as exc:
                 retryable = exc.status_code in _RETRY_STATUS
-                message = f"HTTP {exc.status_code} from {self.base_url}: {exc.message}"
+                message = f"HTTP {exc.status_code} from {url}: {str(exc.message)[:500]}"
                 delay = self._retry_after(exc)
             except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+                if self._limits.over:
+                    cap = f"{self._limits.max_bytes:,}"
+                    raise self._failure(
+                        f"the reply from {url} passed the {cap}-byte cap and was cut off",
+                        attempt,
+                        started,
+                        spent + 1,
+                    ) from None
                 retryable = True
-                kind = "timed out" if isinstance(exc, openai.APITimeoutError) else "connection failed"
-                message = f"model endpoint {self.base_url} {kind}: {exc}"
+                timed_out = isinstance(exc, openai.APITimeoutError) or self._limits.expired
+                kind = "timed out (overall deadline of the call)" if timed_out else "connection failed"
+                message = f"model endpoint {url} {kind}: {str(exc)[:300]}"
                 delay = None
-                spent += isinstance(exc, openai.APITimeoutError)  # the server may have computed it
+                spent += timed_out  # the server may have computed it
             except openai.APIError as exc:  # malformed body, validation of the response
-                retryable, message, delay = True, f"bad response from {self.base_url}: {exc}", None
+                retryable, message, delay = True, f"bad response from {url}: {str(exc)[:300]}", None
                 spent += 1
-            except (json.JSONDecodeError, ValidationError, AttributeError, TypeError, IndexError) as exc:
-                # A 200 whose body is not JSON (a proxy's HTML page, a torn body) or not shaped
-                # like a chat completion: the endpoint's fault, not the harness's.
+            except ReplyTooLong as exc:
+                raise self._failure(f"the reply from {url} {exc}", attempt, started, spent + 1) from None
+            except (
+                ValueError, ValidationError, AttributeError, TypeError, IndexError, RecursionError,
+                OverflowError,
+            ) as exc:  # fmt: skip
+                # A 200 whose body is not JSON (a proxy's HTML page, a torn body, a number past
+                # Python's 4,300-digit conversion limit) or not shaped like a chat completion:
+                # the endpoint's fault, not the harness's.
                 detail = f"{type(exc).__name__}: {exc}"[:300]
-                retryable, message, delay = True, f"malformed response from {self.base_url}: {detail}", None
+                retryable, message, delay = True, f"malformed response from {url}: {detail}", None
                 spent += 1
             pause = min(delay if delay is not None else self.backoff_s * 2 ** (attempt - 1), 30.0)
             out_of_time = time.monotonic() + pause >= deadline
@@ -236,6 +340,17 @@ class OpenAIChatModel:
                 )
             time.sleep(pause)
 
+    def _failure(self, message: str, attempts: int, started: float, spent: int) -> ModelCallError:
+        """A call ended for good by what the server sent (too large a reply): not retried."""
+        hint = f" ({self.error_hint})" if self.error_hint else ""
+        return ModelCallError(
+            message + hint,
+            retryable=False,
+            attempts=attempts,
+            latency_s=time.monotonic() - started,
+            spent_attempts=spent,
+        )
+
     @staticmethod
     def _retry_after(exc: openai.APIStatusError) -> float | None:
         """Seconds the server asks us to wait; None when absent or not a usable number."""
@@ -250,6 +365,13 @@ class OpenAIChatModel:
         choice = raw.choices[0] if getattr(raw, "choices", None) else None
         message = choice.message if choice is not None else None
         text = (message.content or "") if message is not None else ""
+        if not isinstance(text, str):
+            raise TypeError(f"message content is {type(text).__name__}, not text")
+        if len(text) > max(request.max_tokens, 1) * MAX_CHARS_PER_TOKEN + 1024:
+            raise ReplyTooLong(
+                f"holds {len(text):,} characters for max_tokens={request.max_tokens} "
+                "(the server ignored max_tokens)"
+            )
         usage = self._usage(raw, request, text)
         response = ModelResponse(
             text=text,
@@ -264,9 +386,9 @@ class OpenAIChatModel:
             calls = []
             for call in (message.tool_calls if message is not None else None) or []:
                 try:
-                    args = json.loads(call.function.arguments or "{}")
+                    args = loads_bounded(call.function.arguments or "{}")
                     raw_args = None if isinstance(args, dict) else call.function.arguments
-                except json.JSONDecodeError:
+                except ValueError:
                     args, raw_args = {}, call.function.arguments
                 calls.append(
                     ToolCall(
@@ -310,24 +432,38 @@ class OpenAIChatModel:
     @staticmethod
     def _usage(raw: Any, request: ModelRequest, text: str) -> Usage:
         usage = getattr(raw, "usage", None)
-        # Negative counts would hand budget back to the run: treat them as missing.
-        if usage is not None and usage.prompt_tokens is not None and usage.prompt_tokens >= 0:
+        prompt = _figure(getattr(usage, "prompt_tokens", None))
+        # Negative, huge or non-integer counts would hand budget back to the run or overflow a
+        # float later (``10**400``): treat them as missing.
+        if prompt is not None:
             details = getattr(usage, "prompt_tokens_details", None)
-            cached = getattr(details, "cached_tokens", None) or 0
+            cached = _figure(getattr(details, "cached_tokens", None)) or 0
             timings = getattr(raw, "timings", None)
-            if not cached and isinstance(timings, dict) and isinstance(timings.get("prompt_n"), int):
+            evaluated = _figure(timings.get("prompt_n")) if isinstance(timings, dict) else None
+            if not cached and evaluated is not None:
                 # llama-server reports the prompt tokens it evaluated; the rest came from its cache.
-                cached = usage.prompt_tokens - timings["prompt_n"]
-            completion = usage.completion_tokens or 0
+                cached = prompt - evaluated
+            completion = _figure(getattr(usage, "completion_tokens", None))
             return Usage(
-                prompt_tokens=usage.prompt_tokens,
-                completion_tokens=completion if completion >= 0 else estimate_text(text),
-                cached_tokens=max(cached, 0),
-                estimated=completion < 0,
+                prompt_tokens=prompt,
+                completion_tokens=completion if completion is not None else estimate_text(text),
+                cached_tokens=min(max(cached, 0), prompt),
+                estimated=completion is None,
             )
-        # The provider gave no usage: estimate, and say so.
+        # The provider gave no usable usage: estimate, and say so.
         return Usage(
             prompt_tokens=estimate_messages(request.messages, request.tools),
             completion_tokens=estimate_text(text),
             estimated=True,
         )
+
+
+class ReplyTooLong(Exception):
+    """The reply's text is far longer than the call's ``max_tokens`` allows."""
+
+
+def _figure(value: Any) -> int | None:
+    """``value`` as a usage count: a non-negative integer up to ``MAX_USAGE_FIGURE``, else None."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_USAGE_FIGURE:
+        return None
+    return value

@@ -267,7 +267,8 @@ def compare_table(
     ``by=["split", "scaffold", "model_choice"], baseline="none"``); a group's baseline is the group
     with the same other ``by`` values and ``arm == baseline``. The baseline's own rows, and groups
     without a baseline, have ``nan`` lift and no counts. ``wins``/``losses``/``ties`` count tasks
-    above/below/equal to the baseline."""
+    above/below/equal to the baseline. ``by`` must name every factor that varies (split, scaffold,
+    variant, model): rows of one task left in a group are pooled as its repeats."""
     by = list(by)
     arm = arm or by[-1]
     if arm not in by:

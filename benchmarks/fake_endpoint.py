@@ -116,6 +116,9 @@ class FakeEndpoint:
         self.max_seconds = max_seconds
         self.requests = 0
         self.answered: dict[int, int] = {}
+        self.in_flight = 0
+        self.max_in_flight = 0
+        """The most requests this server was answering at once."""
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -204,8 +207,13 @@ class FakeEndpoint:
                     return
                 body = json.loads(raw or b"{}")
                 text = reply_for(body)
+                with fake._lock:
+                    fake.in_flight += 1
+                    fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
                 if fake.delay_s:
                     time.sleep(fake.delay_s)
+                with fake._lock:
+                    fake.in_flight -= 1
                 prompt = sum(len(str(m.get("content", ""))) for m in body.get("messages", [])) // 4
                 self._send(
                     200,

@@ -8,6 +8,7 @@ bounded in requests and time), reached through an endpoint pool.
 
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 import threading
@@ -23,8 +24,8 @@ from subagent_lab.experiments.sweep import SweepSpec, load_results, run_sweep
 
 pytest.importorskip("distributed")
 sys.path.insert(0, str(REPO / "benchmarks"))
-from dask_procs import ProcCluster  # noqa: E402
-from fake_endpoint import FakeEndpoint  # noqa: E402
+from dask_procs import ProcCluster
+from fake_endpoint import FakeEndpoint
 
 TASK = "yaml-safe-load"
 
@@ -61,6 +62,14 @@ def test_sweep_on_separate_scheduler_and_worker_processes(tmp_path: Path) -> Non
         again = run_sweep(
             spec, config_path=config, out_dir=out, cluster=cluster.address, progress=False, on_row=seen.append
         )
+        stored = run_sweep(
+            spec.model_copy(update={"name": "s", "repeats": 1}),
+            config_path=config,
+            out_dir=out,
+            cluster=cluster.address,
+            progress=False,
+            storage=(tmp_path / "store").as_uri(),
+        )
         assert worker.poll() is None
     assert len(df) == 6 and set(df["status"]) == {"completed"}, df[["status", "error"]]
     assert seen == [] and len(again) == 6  # resume: nothing left to run
@@ -70,7 +79,8 @@ def test_sweep_on_separate_scheduler_and_worker_processes(tmp_path: Path) -> Non
     for path in df["trace_path"]:
         assert Path(path).is_relative_to(here / "traces")  # written by the driver, under the sweep
         assert read_trace(path)[-1].kind == "run_ended"
-    assert (df["trace_bytes"] > df["trace_bytes_compressed"]).all() and (df["trace_bytes_compressed"] > 0).all()
+    assert (df["trace_bytes"] > df["trace_bytes_compressed"]).all()
+    assert (df["trace_bytes_compressed"] > 0).all()
     # No trace stays behind on the worker; its call-cache entries reached the driver's cache.
     assert not list((tmp_path / "cluster" / "w1").rglob("*.jsonl"))
     driver_cache = list((out / "model-cache").rglob("*.json"))
@@ -78,6 +88,12 @@ def test_sweep_on_separate_scheduler_and_worker_processes(tmp_path: Path) -> Non
     # The replica answering 500 was tried, then taken out of the pool; every answer came from the other.
     assert down.answered.get(500, 0) >= 1 and good.answered[200] == int(df["model_calls"].sum())
     assert down.answered.get(500, 0) < good.answered[200]
+    # With a storage URL the worker writes the compressed trace there; the row names its URL.
+    assert len(stored) == 2 and set(stored["status"]) == {"completed"}
+    for url in stored["trace_path"]:
+        assert url.startswith((tmp_path / "store").as_uri()) and url.endswith(".jsonl.gz")
+        events = gzip.decompress(Path(url.removeprefix("file://")).read_bytes()).decode().splitlines()
+        assert json.loads(events[-1])["kind"] == "run_ended"
 
 
 @pytest.mark.timeout(240)

@@ -238,6 +238,7 @@ class EndpointPool:
 
 
 _POOLS: dict[tuple[Any, ...], EndpointPool] = {}
+_ADAPTERS: dict[tuple[Any, ...], Model] = {}
 _POOLS_LOCK = threading.Lock()
 
 
@@ -246,13 +247,16 @@ def pooled_factory(
     inner: Callable[[ModelChoice, ModelConfig], Model] | None = None,
     *,
     limiter: Limiter | None = None,
+    share_adapters: bool = False,
 ) -> Callable[[ModelChoice, ModelConfig], Model]:
     """A model factory that serves a model with ``endpoints`` from an ``EndpointPool``.
 
     One pool per (model, endpoints) in a process, shared by all its runs, so the concurrency
     limits and the down state hold across runs. Models without ``endpoints`` come from ``inner``
     (default: ``default_model_factory(lab)``); each member adapter is made by it too, with the
-    member's ``base_url`` and no retries of its own.
+    member's ``base_url`` and no retries of its own. ``share_adapters``: also make one model per
+    configuration for the process's runs (a cluster worker: an HTTP client with its TLS context
+    costs tens of milliseconds of CPU to build, more than the rest of a fast run's model call).
     """
     from subagent_lab.local_models.factory import default_model_factory
 
@@ -260,10 +264,16 @@ def pooled_factory(
 
     def make(choice: ModelChoice, cfg: ModelConfig) -> Model:
         endpoints: dict[str, int] = cfg.endpoints
-        if not endpoints:
+        # The embedded server's models are made per run: making one checks the server is up.
+        if not endpoints and not (share_adapters and cfg.base_url is not None):
             return make_one(choice, cfg)
-        key = (cfg.model_dump_json(), id(limiter))
+        key = (choice, cfg.model_dump_json(), id(limiter))
         with _POOLS_LOCK:
+            if not endpoints:
+                model = _ADAPTERS.get(key)
+                if model is None:
+                    model = _ADAPTERS[key] = make_one(choice, cfg)
+                return model
             pool = _POOLS.get(key)
             if pool is None:
                 members = [

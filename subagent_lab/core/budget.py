@@ -4,16 +4,61 @@ A call is admitted only when its counted prompt fits the context budget and the 
 call's output cap fits what is left of the total budget, so a started call can never overshoot.
 With an exact counter (the model's own tokenizer) that is a guarantee; with an estimate the
 counter adds a safety margin and the trace says the figure was estimated.
+
+The budget does not take the server's word for what a call cost: ``charge`` is given the
+harness's own count of the call (``count_call``) next to the reported usage, and charges the
+count wherever the report is missing, zero, or below an exact count (a server reporting 0/0
+tokens cannot carry a run past its budget); both figures are kept (``reported``, ``counted``).
+Figures beyond ``MAX_FIGURE`` are clamped, so no reported number can overflow what is done
+with the totals later (``float(10**400)``).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
-from subagent_lab.core.types import LimitReached, Usage
+from subagent_lab.core.context import estimate_text
+from subagent_lab.core.types import LimitReached, ModelResponse, Usage
 
 MIN_OUTPUT_TOKENS = 48
 """A call that could not produce at least this many tokens is not worth starting."""
+MAX_FIGURE = 10**12
+"""The most tokens one figure may say (far above any budget): larger reports are clamped."""
+
+
+@dataclass(frozen=True)
+class Counted:
+    """The harness's own count of one call: its prompt (exact or estimated) and its reply (estimated)."""
+
+    prompt_tokens: int
+    prompt_exact: bool
+    completion_tokens: int
+
+
+def count_call(
+    prompt_tokens: int, prompt_exact: bool, response: ModelResponse, max_tokens: int | None = None
+) -> Counted:
+    """``Counted`` for a call whose prompt was counted as ``prompt_tokens`` and which returned
+    ``response``; the reply's estimate is capped at ``max_tokens`` when given."""
+    body = response.text + "".join(c.name + json.dumps(c.arguments, default=str) for c in response.tool_calls)
+    reply = estimate_text(body) if body else 0
+    return Counted(
+        max(prompt_tokens, 0), prompt_exact, reply if max_tokens is None else min(reply, max_tokens)
+    )
+
+
+def _clamp(usage: Usage) -> Usage:
+    def one(value: int) -> int:
+        return min(max(int(value), 0), MAX_FIGURE)
+
+    prompt = one(usage.prompt_tokens)
+    return Usage(
+        prompt_tokens=prompt,
+        completion_tokens=one(usage.completion_tokens),
+        cached_tokens=min(one(usage.cached_tokens), prompt),
+        estimated=usage.estimated,
+    )
 
 
 @dataclass
@@ -25,6 +70,11 @@ class Budget:
     context: int
     """``context_token_budget``: the prompt tokens of any one call."""
     used: Usage = field(default_factory=Usage)
+    """What was charged: the larger of the report and the harness's count, figure by figure."""
+    reported: Usage = field(default_factory=Usage)
+    """What the model server said the counted calls cost (clamped)."""
+    counted: Usage = field(default_factory=Usage)
+    """The harness's own count of the same calls."""
 
     @property
     def remaining(self) -> int:
@@ -47,9 +97,36 @@ class Budget:
             )
         return cap
 
-    def charge(self, usage: Usage) -> None:
-        """Add what a call (or a failed attempt) spent; the provider's figure when it gave one."""
-        self.used = self.used + usage
+    def charge(self, usage: Usage, counted: Counted | None = None) -> Usage:
+        """Add what a call (or a failed attempt) spent and return what was charged.
+
+        Without ``counted`` the (clamped) report is charged. With it, each figure is the
+        report's unless the report is missing or zero while the count is not, or (for an exact
+        prompt count) below the count: then the count is charged and the usage is flagged
+        ``estimated``. An estimate never replaces a non-zero report: it carries a safety margin
+        and would overcharge an honest server.
+        """
+        usage = _clamp(usage)
+        charged = usage
+        if counted is not None:
+            mine = Usage(prompt_tokens=counted.prompt_tokens, completion_tokens=counted.completion_tokens)
+            mine = _clamp(mine)
+            low_prompt = usage.prompt_tokens == 0 or (
+                counted.prompt_exact and usage.prompt_tokens < mine.prompt_tokens
+            )
+            prompt = mine.prompt_tokens if low_prompt else usage.prompt_tokens
+            low_completion = usage.completion_tokens == 0 and mine.completion_tokens > 0
+            charged = Usage(
+                prompt_tokens=max(prompt, usage.prompt_tokens),
+                completion_tokens=mine.completion_tokens if low_completion else usage.completion_tokens,
+                cached_tokens=min(usage.cached_tokens, max(prompt, usage.prompt_tokens)),
+                # An exact count replacing a report is exact; an estimate replacing one is not.
+                estimated=usage.estimated or (low_prompt and not counted.prompt_exact) or low_completion,
+            )
+            self.reported = self.reported + usage
+            self.counted = self.counted + mine
+        self.used = self.used + charged
+        return charged
 
     def share(self, wanted: int) -> int:
         """How much of the remaining budget a child asking for ``wanted`` may get."""

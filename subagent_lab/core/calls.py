@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any, Literal
 
+from subagent_lab.core.budget import count_call
 from subagent_lab.core.context import compact
 from subagent_lab.core.contracts import contract_schema
 from subagent_lab.core.dispatch import FINISH_SCHEMA
@@ -118,8 +119,10 @@ def call_model(
         if time.monotonic() - state.started >= spec.timeout_s:
             raise LimitReached("timeout", f"wall-clock limit of {spec.timeout_s:.0f}s reached") from None
         raise ModelFailed(str(exc)) from None
-    usage = response.usage + _lost_attempts(count, response.spent_attempts)
-    state.budget.charge(usage)
+    # The provider's report, or the harness's own count where the report is missing, zero or
+    # below an exact count (``Budget.charge``).
+    reported = response.usage + _lost_attempts(count, response.spent_attempts)
+    usage = state.budget.charge(reported, count_call(count.tokens, count.exact, response))
     state.usage_by_call.append(usage)
     state.model_time_s += response.latency_s
     state.grace_used = state.grace_used or purpose == "grace"

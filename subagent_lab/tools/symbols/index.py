@@ -1,8 +1,9 @@
 """The symbol index of a workspace: each code file's definitions and references, built once, cached.
 
 ``index_for(ws)`` lists the workspace's code files through the Workspace (Glob's bounded walk: the
-ignore rules, secret names and symlink containment hold), and reads each one through
-``Workspace.resolve`` (secret content, FIFOs and links out of the root are refused there).
+ignore rules, secret names and symlink containment hold), and reads each one through the
+descriptor ``Workspace.open_file`` checked (secret content, FIFOs and links out of the root are
+refused there).
 
 The cache is in memory, per process (nothing is written to disk, so no secret can outlive a
 run in a cache file): a file whose size and mtime_ns are unchanged since the last build of the
@@ -215,16 +216,12 @@ def clear_cache() -> None:
 
 
 def read_code(ws: Workspace, rel: str) -> tuple[bytes, os.stat_result]:
-    """A code file's bytes, through the workspace's checks; ToolError when it cannot be indexed."""
-    real = ws.resolve(rel)
-    try:
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
-    except OSError as exc:
-        raise ToolError(f"cannot open '{rel}': {exc.strerror}") from None
+    """A code file's bytes, read through the descriptor the workspace checked (containment, the
+    secret policy, regular files only); ToolError when it cannot be indexed."""
+    fd, shown, info = ws.open_file(rel)
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
-            raise ToolError(f"'{rel}' is not a regular file of at most {MAX_FILE_BYTES} bytes")
+            raise ToolError(f"'{shown}' is not a regular file of at most {MAX_FILE_BYTES} bytes")
         return handle.read(MAX_FILE_BYTES + 1), info
 
 

@@ -20,8 +20,8 @@ from typing import Any, Literal
 from subagent_lab.tools.symbols.terms import unit_terms
 
 Kind = Literal["class", "function", "method", "constant"]
-RefKind = Literal["call", "import", "attribute", "assign", "subclass", "use"]
-REF_KINDS: tuple[RefKind, ...] = ("call", "import", "attribute", "assign", "subclass", "use")
+RefKind = Literal["call", "import", "attribute", "assign", "subclass", "use", "method call"]
+REF_KINDS: tuple[RefKind, ...] = ("call", "import", "attribute", "assign", "subclass", "use", "method call")
 """A reference's kind is stored as its index here (``line * 8 + index``)."""
 
 LANGUAGES: dict[str, str] = {
@@ -96,7 +96,8 @@ class FileParse:
     lines: int
     definitions: list[Definition]
     refs: dict[str, array[int]] = field(default_factory=dict)
-    """Referenced name -> ``line * 8 + REF_KINDS.index(kind)`` for each reference (Python only)."""
+    """Referenced name -> ``line * 8 + REF_KINDS.index(kind)`` for each reference (Python only).
+    ``call`` is a call of a plain name, ``method call`` one of ``x.name(...)``."""
     imports: dict[str, str] = field(default_factory=dict)
     """Local name -> the dotted name it was imported as (``Loader`` -> ``jinja2.loaders.Loader``)."""
     module_attrs: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -325,7 +326,7 @@ def python_refs(
         elif cls is ast.Call:
             func = node.func
             if type(func) is ast.Attribute:
-                add(func.attr, 0, func.lineno)
+                add(func.attr, 6, func.lineno)
                 handled.add(id(func))
                 if type(func.value) is ast.Name:
                     through.append((func.value.id, func.attr))

@@ -2,12 +2,16 @@
 definitions, ranked by PageRank over the reference graph (as Aider's repo map), fit to a budget.
 
 The graph has one node per code file and an edge from a file that references a name to each
-file that defines it, weighted by the square root of how often the name is referenced there,
-divided among the files that define it (an ambiguous name says little about any one of them),
-and a tenth for a private ``_name``; dunder names (``__init__``) make no edge. Each definition's
-rank is its share of the PageRank flowing into its file through its name. The map lists library
-files before tests, docs and examples, each group by rank, and within a file the chosen
-definitions in line order, each as ``start-end signature``.
+file that defines it. Its weight is the square root of the plain-name references (an import
+resolves them) plus 0.3 times that of the ``x.name`` ones (``x`` is not resolved; a tenth of
+that again for a name Python's builtins or everyday standard-library objects also define, such
+as ``items`` or ``read``), divided among the files that define the name, and a tenth for a
+private ``_name``. Dunder names make no edge; nor does a name the file defines at its top level
+(its own wins), nor one bound to another package (``from typing import Tuple``, ``t.Tuple``); an
+import of a name points only at the file it comes from. PageRank ranks the files; a
+definition's rank is the rank of the files referencing its name times their edges' weight. The
+map lists library files before tests, docs and examples, each group by rank, and within a file
+the chosen definitions in line order, each as ``start-end signature``.
 
 Tokens are estimated as ``core.context.estimate_text`` does (UTF-8 bytes / 3, an overestimate for
 code), so a map within its budget by that estimate is within it for the model too.
@@ -27,9 +31,14 @@ from subagent_lab.workspace.sandbox import Workspace
 
 SIGNATURE_CHARS = 100
 """Characters of a signature the map shows."""
+MEMBER_KINDS = frozenset({"attribute", "method call"})
+"""References made as ``x.name``: which ``name`` they mean depends on ``x``, which is not resolved."""
+MEMBER_WEIGHT = 0.3
+"""Weight of a member reference against a plain-name one (an import resolves the latter)."""
 AMBIGUOUS_WEIGHT = 0.1
 """Weight of an edge made by a private name (``_helper``, used inside its module, rarely an entry
-point) or by a name Python's builtins also define (``items``, ``copy``)."""
+point) or by a name Python's builtins or everyday standard-library objects also define
+(``items``, ``read``, ``start``)."""
 
 Ranks = tuple[dict[str, float], dict[tuple[str, str], float]]
 """(PageRank of each file, rank of each (file, defined name))."""
@@ -37,19 +46,35 @@ Ranks = tuple[dict[str, float], dict[tuple[str, str], float]]
 
 @lru_cache(maxsize=1)
 def _builtin_attributes() -> frozenset[str]:
-    """Names Python's own builtins and built-in types define (``items``, ``get``, ``append``): a
-    reference ``x.items()`` to one of them names the workspace's ``items`` only by chance."""
+    """Names Python's builtins and the standard library's everyday objects define (``items``,
+    ``get``, ``read``, ``start``): ``x.read()`` names the workspace's ``read`` only by chance."""
     import builtins
+    import collections
+    import io
+    import logging
+    import pathlib
+    import re
+    import socket
+    import subprocess
+    import threading
 
-    kinds = (dict, list, set, frozenset, tuple, str, bytes, int, float, object, type)
-    return frozenset(name for space in (builtins, *kinds) for name in dir(space))
+    kinds: tuple[object, ...] = (
+        builtins, dict, list, set, frozenset, tuple, str, bytes, int, float, object, type,
+        io.TextIOWrapper, io.BufferedReader, io.BytesIO, io.StringIO, threading.Thread,
+        threading.Event, subprocess.Popen, pathlib.Path, socket.socket, logging.Logger,
+        collections.deque, collections.OrderedDict, re.Pattern, re.Match,
+    )  # fmt: skip
+    return frozenset(name for space in kinds for name in dir(space))
 
 
-def _edge_weight(name: str, count: int, definers: int) -> float:
-    weight = math.sqrt(count) / definers
-    if name.startswith("_") or name in _builtin_attributes():
-        weight *= AMBIGUOUS_WEIGHT
-    return weight
+def _edge_weight(name: str, named: int, members: int, definers: int) -> float:
+    """How strongly ``named`` plain-name references and ``members`` ``x.name`` references tie a
+    file to each of the ``definers`` files that define ``name``."""
+    member = math.sqrt(members) * MEMBER_WEIGHT
+    if name in _builtin_attributes():
+        member *= AMBIGUOUS_WEIGHT
+    weight = (math.sqrt(named) + member) / definers
+    return weight * AMBIGUOUS_WEIGHT if name.startswith("_") else weight
 
 
 def _foreign(dotted: str, own: set[str]) -> bool:
@@ -58,15 +83,21 @@ def _foreign(dotted: str, own: set[str]) -> bool:
     return not dotted.startswith(".") and dotted.split(".")[0] not in own
 
 
-def _own_count(entry: IndexedFile, name: str, codes: array[int], own: set[str]) -> int:
-    """References of ``name`` in a file that can mean the workspace's own definition: not its
-    import, not one bound to another package's name, nor made as ``other_package.name``."""
+def _own_counts(entry: IndexedFile, name: str, codes: array[int], own: set[str]) -> tuple[int, int]:
+    """(plain-name, member) references of ``name`` in a file that can mean the workspace's own
+    definition: not its import, not one bound to another package's name, nor made as
+    ``other_package.name``. A name imported and never used counts once, for the import."""
     imported = entry.parse.imports.get(name)
     if imported is not None and _foreign(imported, own):
-        return 0
-    count = sum(1 for code in codes if REF_KINDS[code & 7] != "import")
+        return 0, 0
+    kinds = [REF_KINDS[code & 7] for code in codes]
+    members = sum(1 for kind in kinds if kind in MEMBER_KINDS)
+    named = sum(1 for kind in kinds if kind != "import" and kind not in MEMBER_KINDS)
     through = sum(n.get(name, 0) for module, n in entry.parse.module_attrs.items() if _foreign(module, own))
-    return max(count - through, 0) if count else int(imported is not None)
+    members = max(members - through, 0)
+    if not named and not members and imported is not None:
+        named = 1
+    return named, members
 
 
 def _import_target(rel: str, dotted: str, modules: dict[str, str], root_name: str) -> str | None:
@@ -118,11 +149,11 @@ def rank_definitions(index: SymbolIndex) -> Ranks:
     for rel, entry in index.files.items():
         for name, codes in entry.parse.refs.items():
             targets = definers.get(name)
-            count = _own_count(entry, name, codes, own) if targets else 0
-            if not targets or not count:
+            named, members = _own_counts(entry, name, codes, own) if targets else (0, 0)
+            if not targets or not (named or members):
                 continue
             for target in _targets(index, rel, name, targets, modules):
-                edges[(rel, target)][name] = _edge_weight(name, count, len(targets))
+                edges[(rel, target)][name] = _edge_weight(name, named, members, len(targets))
     for (source, target), names in edges.items():
         graph.add_edge(source, target, weight=sum(names.values()))
     if graph.number_of_nodes() == 0:
@@ -130,11 +161,12 @@ def rank_definitions(index: SymbolIndex) -> Ranks:
     file_rank: dict[str, float] = (
         nx.pagerank(graph, weight="weight") if edges else {rel: 1 / graph.number_of_nodes() for rel in graph}
     )
-    out_weight = {rel: sum(d["weight"] for _, _, d in graph.out_edges(rel, data=True)) for rel in graph}
+    # Not divided by the source's out-weight (as PageRank's own flow is): that would give an
+    # ambiguous name the whole rank of a file that references nothing better.
     name_rank: dict[tuple[str, str], float] = defaultdict(float)
     for (source, target), names in edges.items():
         for name, weight in names.items():
-            name_rank[(target, name)] += file_rank[source] * weight / out_weight[source]
+            name_rank[(target, name)] += file_rank[source] * weight
     return file_rank, dict(name_rank)
 
 

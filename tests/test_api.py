@@ -152,7 +152,7 @@ def test_cache_is_one_keyword(config: LabConfig, workspace: Path, tmp_path: Path
 
 def test_bench_task_and_score(config: LabConfig, tmp_path: Path) -> None:
     task = sl.bench_task("yaml-safe-load")
-    gold = [g.label for g in task.gold]
+    gold = [f"{g.path}:{g.start}" for g in task.gold]  # the line the Grep shows: evidence must be seen
     answer = {**GOOD, "summary": "safe_load uses SafeLoader.", "evidence": gold}
     model = sl.ScriptedModel([tool_call("Grep", pattern="def safe_load"), final(answer)])
     result = sl.explore(task, model=model, config=config, runs_dir=tmp_path)  # the package is the workspace

@@ -31,7 +31,9 @@ def _answer(evidence: list[str]) -> dict[str, object]:
     }
 
 
-GOLD = [f"{g.path}:{g.start}-{g.end}" for g in TASK.gold]
+# The gold span's first line, which the scripted Grep shows: scoring credits only evidence a tool
+# showed the run (docs/numbers.md, "Scoring").
+GOLD = [f"{g.path}:{g.start}" for g in TASK.gold]
 FACTORY = ScriptedFactory({"*": [tool_call("Grep", pattern="def safe_load"), final(_answer(GOLD))]})
 
 

@@ -92,7 +92,7 @@ def bench_task(task_id: str) -> BenchTask:
     """The benchmark task ``task_id`` (its ``prompt``, ``package``, ``gold`` spans, ``keywords``)."""
     from subagent_lab.bench.suite import load_suite
 
-    suite = load_suite()
+    suite = [*load_suite("dev"), *load_suite("test")]  # ids are unique across the splits
     for task in suite:
         if task.id == task_id:
             return task
@@ -100,10 +100,9 @@ def bench_task(task_id: str) -> BenchTask:
 
 
 def bench_workspace(task: str | BenchTask) -> Path:
-    """The directory a benchmark task explores: its installed package (ConfigError if missing)."""
-    from subagent_lab.bench.suite import package_root
-
-    return package_root((bench_task(task) if isinstance(task, str) else task).package)
+    """The directory a benchmark task explores: its installed package or its unpacked source tree
+    (ConfigError if missing)."""
+    return (bench_task(task) if isinstance(task, str) else task).workspace_root()
 
 
 def score(task: str | BenchTask, run: Any) -> Score:
@@ -111,12 +110,15 @@ def score(task: str | BenchTask, run: Any) -> Score:
 
     Args:
         task: The benchmark task, or its id.
-        run: The run's result (its ``contract`` is scored against the task's package).
+        run: The run's result (its ``contract`` is scored against the task's workspace, with what
+            its trace says the harness listed and the tools showed, as sweeps score it).
     """
-    from subagent_lab.bench.scoring import score_run
+    from subagent_lab.bench.scoring import context_from_trace, score_run
 
     bench = bench_task(task) if isinstance(task, str) else task
-    return score_run(bench, getattr(run, "contract", None), bench_workspace(bench))
+    path = getattr(run, "trace_path", None)
+    context = context_from_trace(path, require_seen=True) if path and Path(path).is_file() else None
+    return score_run(bench, getattr(run, "contract", None), bench_workspace(bench), context=context)
 
 
 def inspect(run_or_df: RunLike | pd.DataFrame) -> ipywidgets.VBox:

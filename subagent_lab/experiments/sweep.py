@@ -31,8 +31,8 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from subagent_lab.agents.launcher import ModelFactory, SubagentLauncher, SubagentRequest
-from subagent_lab.bench.scoring import score_run
-from subagent_lab.bench.suite import BenchTask, load_suite, package_root
+from subagent_lab.bench.scoring import context_from_trace, score_run
+from subagent_lab.bench.suite import BenchTask, load_suite
 from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile, load_config
 from subagent_lab.core.model import Model
 from subagent_lab.core.trace import Redactor
@@ -43,6 +43,14 @@ from subagent_lab.models.cache import CachingModel, config_namespace
 from subagent_lab.models.pool import pooled_factory
 
 TOOLS = ("Read", "Grep", "Glob")
+SCORE_COLUMNS = (
+    "evidence_count", "evidence_unique", "unseen_evidence", "evidence_precision_file",
+    "evidence_precision_line", "gold_recall_file", "gold_recall_line", "strict_line_precision",
+    "strict_line_recall", "gold_line_share", "keyword_recall", "keywords_in_task", "keywords_listed",
+    "admits_absence", "absence_restated", "invented_evidence", "trace_checked", "quality",
+    "quality_legacy",
+)  # fmt: skip
+"""The score's columns in a row (docs/numbers.md); list-valued ones as their counts."""
 OUTCOMES = ("executed", "repeated", "denied", "failed")
 
 
@@ -61,6 +69,8 @@ class SweepSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = "sweep"
+    split: str = "dev"
+    """The suite split the tasks are chosen from (``bench.suite.load_suite``)."""
     tasks: tuple[str, ...] = ("smoke",)
     models: tuple[ModelChoice, ...] = ("light", "main")
     profile: str = "explore"
@@ -123,6 +133,11 @@ def select_tasks(selectors: Iterable[str], suite: list[BenchTask] | None = None)
     ]
 
 
+def spec_tasks(spec: SweepSpec) -> list[BenchTask]:
+    """The tasks of a sweep: its selectors over its split."""
+    return select_tasks(spec.tasks, load_suite(split=spec.split))
+
+
 def plan_runs(
     spec: SweepSpec, *, config_path: str | None, out: Path, cache: bool, lab: LabConfig | None = None
 ) -> list[RunSpec]:
@@ -132,7 +147,7 @@ def plan_runs(
     losing the prompt cache between neighbouring runs.
     """
     lab = lab or load_config(config_path)
-    tasks = select_tasks(spec.tasks)
+    tasks = spec_tasks(spec)
     stamps = {m: row_stamp(provenance(lab, tasks, spec.models), m) for m in spec.models}
     presets = {name: lab.scaffold(name).resolved() for name in spec.scaffolds}
     scaffolds: list[str | None] = list(spec.scaffolds) or [None]
@@ -187,7 +202,7 @@ def execute_run(run: RunSpec, model_factory: ModelFactory | None = None) -> dict
         cached: list[CachingModel] = []
         if run.cache_dir:
             factory = _caching_factory(factory, lab, run.cache_dir, cached)
-        root = package_root(run.task.package)
+        root = run.task.workspace_root()
         launcher = SubagentLauncher(lab, root, model_factory=factory, trace_dir=run.trace_dir)
         request = SubagentRequest(
             task=run.task.prompt,
@@ -199,7 +214,13 @@ def execute_run(run: RunSpec, model_factory: ModelFactory | None = None) -> dict
         )
         profile = launcher.resolve_profile(request)
         result = launcher.launch(request)
-        score = score_run(run.task, result.contract, root)
+        # The trace says what the harness listed and what the tools showed: scoring needs both.
+        # Every arm must cite what its tools showed (a line cited from memory is a guess), so the
+        # scaffolds are scored by one rule whether or not their grammar enforced it.
+        trace = Path(result.trace_path) if result.trace_path else None
+        exists = trace is not None and trace.is_file()
+        context = context_from_trace(trace, require_seen=True) if trace is not None and exists else None
+        score = score_run(run.task, result.contract, root, context=context)
         row = result_row(run, result.model_dump(mode="json"), score.model_dump(mode="json"))
         row.update(
             max_steps=profile.max_steps,
@@ -226,6 +247,7 @@ def _base_row(run: RunSpec) -> dict[str, Any]:
         "task_id": run.task.id,
         "kind": run.task.kind,
         "package": run.task.package,
+        "split": run.task.split,
         "profile": run.profile,
         "model_choice": run.model,
         "variant": run.variant.label,
@@ -274,18 +296,9 @@ def result_row(run: RunSpec, result: dict[str, Any], score: dict[str, Any]) -> d
     for tool in TOOLS:
         for outcome in OUTCOMES:
             row[f"{tool}_{outcome}"] = result["tool_usage"].get(tool, {}).get(outcome, 0)
-    for key in (
-        "evidence_count",
-        "evidence_precision_file",
-        "evidence_precision_line",
-        "gold_recall_file",
-        "gold_recall_line",
-        "keyword_recall",
-        "admits_absence",
-        "invented_evidence",
-        "quality",
-    ):
-        row[key] = score[key]
+    for key in SCORE_COLUMNS:
+        value = score.get(key)
+        row[key] = len(value) if isinstance(value, list) else value  # a list column: its count
     return row
 
 
@@ -330,7 +343,7 @@ def sweep_dir(spec: SweepSpec, out_dir: str | Path | None = None, lab: LabConfig
     old = _recorded_provenance(plain)
     if old is None:
         return plain
-    prov = provenance(lab, select_tasks(spec.tasks), spec.models)
+    prov = provenance(lab, spec_tasks(spec), spec.models)
     return plain if old.same(prov) else base / f"{plain.name}-{prov.key()}"
 
 
@@ -343,12 +356,12 @@ def _recorded_provenance(out: Path) -> Provenance | None:
 
 def _note_provenance(spec: SweepSpec, out: Path, lab: LabConfig) -> None:
     """Write ``provenance.json``; say so when another version of this grid ran in its own directory."""
-    prov = provenance(lab, select_tasks(spec.tasks), spec.models)
+    prov = provenance(lab, spec_tasks(spec), spec.models)
     for other in sorted(out.parent.glob(f"{spec.name}-{spec.key()}*")):
         old = _recorded_provenance(other) if other != out else None
         if old is not None and not old.same(prov):
             moved = ", ".join(prov.differences(old))
-            print(f"sweep {spec.name!r}: {moved} differ from {other.name}; not resuming it: rows go to {out.name}")
+            print(f"sweep {spec.name!r}: {moved} differ from {other.name}; not resuming it: rows go to {out}")
     (out / "provenance.json").write_text(prov.model_dump_json(indent=2))
 
 
@@ -395,7 +408,7 @@ def run_sweep(
         failures += row.get("status") == "failed"
         tokens += int(row.get("total_tokens") or 0)
         if bar is not None:
-            bar.set_postfix(failed=failures, tokens=tokens)
+            bar.set_postfix(failed=failures, tokens=f"{tokens:,}")  # never 6e+5
             bar.update(1)
         if on_row is not None:
             on_row(row)

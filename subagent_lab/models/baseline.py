@@ -5,12 +5,13 @@ is the floor a model's score must be read against: whatever it reaches, the scaf
 
 Act phase, first rule that applies:
 
-1. The grammar constrains an argument of an allowed tool (``arg_choices``, e.g. a forced first
-   search): call that tool with the first offered value of each constrained argument.
-2. The last observation's ``Next:`` line names an allowed tool call not made before: make it.
+1. The grammar leaves one tool and no finish, with offered argument values (``arg_choices``,
+   e.g. a forced first search): that tool with the first offered values not called before.
+2. The last observation's ``Next:`` line names an allowed call not made before (its constrained
+   arguments among the offered values): make it.
 3. No tool call made yet: Grep for the task's first code-like name (a backticked word, a dotted,
    snake_case or CamelCase name, else its longest word) — structure of the text, no word list.
-4. Otherwise finish when the grammar allows it, else the first allowed tool with the task's name.
+4. Otherwise finish when the grammar allows it, else the first offered call not made before.
 
 Final phase (the answer, a repair, or a harness question): one JSON value built from the schema
 alone. The first value of every enum (``status: completed``, a yes/no check: ``yes``), the first
@@ -104,25 +105,51 @@ def _last_observation(messages: list[Message]) -> str:
     return ""
 
 
+def _fits(args: dict[str, Any], choices: dict[str, list[str]]) -> bool:
+    """The call's constrained arguments take offered values (a grammar would allow it)."""
+    return all(str(args.get(name)) in {str(v) for v in values} for name, values in choices.items() if values)
+
+
+def _offered(tool: str, choices: dict[str, list[str]], made: list[tuple[str, str]]) -> dict[str, Any] | None:
+    """The first combination of offered values (in the grammar's order) not called before."""
+    names = [n for n, values in choices.items() if values]
+    if not names:
+        return None
+    first = {n: choices[n][0] for n in names}
+    for name in names:  # vary one argument at a time, the others at their first value
+        for value in choices[name]:
+            args = {**first, name: value}
+            if (tool, json.dumps(args, sort_keys=True)) not in made:
+                return args
+    return None
+
+
 def choose_action(request: ModelRequest) -> tuple[str, dict[str, Any]]:
     """The baseline's action for an act-phase request (the rules of the module docstring)."""
     allowed = request.allowed_tools or [*(t["function"]["name"] for t in _schemas(request)), FINISH]
     made = _made_calls(request.messages)
-    for tool in allowed:
-        choices = request.arg_choices.get(tool, {})
-        if choices and tool != FINISH and all(choices.values()):
-            return tool, {name: values[0] for name, values in choices.items()}
+    tools = [t for t in allowed if t != FINISH]
+    forced = tools[0] if len(tools) == 1 and FINISH not in allowed else None
+    if forced and request.arg_choices.get(forced):  # the grammar leaves one tool: take its first offer
+        args = _offered(forced, request.arg_choices[forced], made)
+        if args is not None:
+            return forced, args
     suggested = parse_next(_last_observation(request.messages))
     if suggested is not None and suggested[0] in allowed:
         tool, args = suggested
-        if tool == FINISH or (tool, json.dumps(args, sort_keys=True)) not in made:
+        fresh = (tool, json.dumps(args, sort_keys=True)) not in made
+        if tool == FINISH or (fresh and _fits(args, request.arg_choices.get(tool, {}))):
             return tool, args
     name = task_name(task_text(request.messages))
-    if not made and "Grep" in allowed and name:
+    if not made and "Grep" in tools and name:
         return "Grep", {"pattern": name}
-    if FINISH in allowed or not allowed:
+    if FINISH in allowed or not tools:
         return FINISH, {}
-    return allowed[0], {"pattern": name or "*"}
+    for tool in tools:
+        args = _offered(tool, request.arg_choices.get(tool, {}), made)
+        if args is not None:
+            return tool, args
+    return tools[0], {"pattern": name or "*"}
 
 
 def _schemas(request: ModelRequest) -> list[dict[str, Any]]:

@@ -86,16 +86,17 @@ def spec_for(name: str, runs: int) -> Any:
 
 
 def driver(config: str, out: str, address: str, name: str, runs: int) -> None:
-    """Run the sweep on the cluster; print one JSON line per 100 rows (rows so far, RSS)."""
+    """Run the sweep on the cluster; print a JSON line every 2 % of the runs (rows so far, RSS)."""
     from subagent_lab.experiments.sweep import run_sweep
 
     count = 0
+    every = max(runs // 50, 5)  # fine enough for the orchestrator to kill at 30 % and 60 %
     started = time.perf_counter()
 
     def on_row(row: dict[str, Any]) -> None:
         nonlocal count
         count += 1
-        if count % 100 == 0:
+        if count % every == 0:
             rss, peak = rss_mb()
             elapsed = time.perf_counter() - started
             print(json.dumps({"rows": count, "rss_mb": rss, "peak_mb": peak, "s": elapsed}), flush=True)
@@ -271,6 +272,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--driver":
-        driver(*sys.argv[2:6], int(sys.argv[6]))
+        config_arg, out_arg, address_arg, name_arg, runs_arg = sys.argv[2:7]
+        driver(config_arg, out_arg, address_arg, name_arg, int(runs_arg))
     else:
         main()

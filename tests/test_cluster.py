@@ -58,7 +58,7 @@ def test_sweep_on_separate_scheduler_and_worker_processes(tmp_path: Path) -> Non
         spec = SweepSpec(name="c", tasks=(TASK,), models=("light", "main"), repeats=3)
         out = tmp_path / "sweeps"
         df = run_sweep(spec, config_path=config, out_dir=out, cluster=cluster.address, progress=False)
-        seen: list[str] = []
+        seen: list[dict[str, Any]] = []
         again = run_sweep(
             spec, config_path=config, out_dir=out, cluster=cluster.address, progress=False, on_row=seen.append
         )

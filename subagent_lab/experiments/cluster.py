@@ -97,16 +97,23 @@ def _config_file(config_json: str, where: Path) -> Path:
 
 
 def cluster_task(
-    run: RunSpec, config_json: str, model_factory: ModelFactory | None, storage: str | None
+    run: RunSpec,
+    config_json: str,
+    model_factory: ModelFactory | None,
+    storage: str | None,
+    driver: str = "",
 ) -> dict[str, Any]:
-    """Run one sweep run on a worker; return its row, its compressed trace and new cache entries."""
+    """Run one sweep run on a worker; return its row, its compressed trace and new cache entries.
+
+    ``driver``: the submitting driver's token, in the start event (several sweeps may share a cluster).
+    """
     worker = ""
     try:
         from distributed import get_worker
 
         me = get_worker()
         worker = me.address
-        me.log_event(START_TOPIC, {"run_key": run.run_key, "worker": worker})
+        me.log_event(START_TOPIC, {"run_key": run.run_key, "worker": worker, "driver": driver})
     except (ImportError, ValueError):
         pass  # not on a Dask worker (called directly): nothing to log
     home = _worker_dir()
@@ -187,8 +194,12 @@ def run_on_cluster(
         starts: dict[str, list[str]] = {}
         lock = threading.Lock()
 
+        token = uuid.uuid4().hex
+
         def started(event: tuple[float, dict[str, Any]]) -> None:
             msg = event[1]
+            if msg.get("driver") != token:
+                return  # another sweep's run on the same cluster
             with lock:
                 starts.setdefault(str(msg.get("run_key")), []).append(str(msg.get("worker")))
 
@@ -200,7 +211,9 @@ def run_on_cluster(
         def submit(run: RunSpec) -> Any:
             key = f"subagent-lab-run-{uuid.uuid4().hex}"
             pending[key] = run
-            return client.submit(cluster_task, run, config, model_factory, storage, key=key, pure=False)
+            return client.submit(
+                cluster_task, run, config, model_factory, storage, token, key=key, pure=False
+            )
 
         todo = iter(runs)
         done = as_completed([submit(r) for r in islice(todo, slots)], loop=client.loop)

@@ -13,6 +13,8 @@ from conftest import REPO
 from subagent_lab.config.profiles import LabConfig
 from subagent_lab.core.model import ModelCallError
 from subagent_lab.core.types import Message, ModelRequest, ModelResponse
+from subagent_lab.local_models.weights import spec_for
+from subagent_lab.models.cache import config_namespace
 from subagent_lab.models.openai_chat import OpenAIChatModel
 from subagent_lab.models.pool import EndpointPool, failure_status, pooled_factory
 
@@ -127,3 +129,22 @@ def test_pooled_factory_shares_one_pool_per_model_and_leaves_plain_models_alone(
         assert all(isinstance(m.model, OpenAIChatModel) and m.model.max_retries == 0 for m in first.members)
         assert isinstance(make("main", plain), OpenAIChatModel)
         assert first.complete(REQUEST).parse_ok
+
+
+# --- the call cache's namespace (what a pool's replicas and a moved server share) ------------------
+
+
+def test_cache_namespace_is_the_weights_hash_when_known_else_the_endpoints(config: LabConfig) -> None:
+    main = config.models["main"]
+    assert main is not None and main.base_url is None  # the embedded server's model
+    ns = config_namespace(config, main)
+    assert ns.startswith(f"weights-sha256:{spec_for(main.model).sha256}|")
+    moved = config.model_copy(update={"server": config.server.model_copy(update={"port": 9999})})
+    assert config_namespace(moved, main) == ns  # another port, the same weights: the same answers
+    assert config_namespace(config, main.model_copy(update={"tool_protocol": "native"})) != ns
+    remote = main.model_copy(update={"base_url": "http://gpu-0:8000/v1", "model": "main"})
+    assert config_namespace(config, remote) == "http://gpu-0:8000/v1|main"  # as before
+    pool = remote.model_copy(update={"endpoints": {"http://b:8000/v1": 1, "http://a:8000/v1": 2}})
+    assert config_namespace(config, pool) == "http://a:8000/v1|http://b:8000/v1|main"
+    unknown = main.model_copy(update={"model": "not-shipped"})
+    assert config_namespace(config, unknown) == f"{config.server.base_url}|not-shipped"

@@ -171,8 +171,11 @@ def _fetch_one(package: str, log: Callable[[str], None]) -> Path:
     archive = _archive(sdist, base / "downloads", log)
     with tempfile.TemporaryDirectory(dir=base, prefix=f".unpack-{sdist.tree_name}-") as tmp:
         unpacked = Path(tmp) / "x"
-        with tarfile.open(archive, "r:gz") as tar:
-            tar.extractall(unpacked, filter="data")  # "data": no absolute paths, links or devices out
+        try:
+            with tarfile.open(archive, "r:gz") as tar:
+                tar.extractall(unpacked, filter="data")  # "data": nothing lands outside, no devices
+        except (tarfile.TarError, OSError) as exc:
+            raise ConfigError(f"{archive}: cannot unpack the sdist: {exc}") from exc
         tops = list(unpacked.iterdir())
         if len(tops) != 1 or not tops[0].is_dir():
             raise ConfigError(f"{archive}: expected one top-level directory, found {[p.name for p in tops]}")

@@ -13,7 +13,7 @@ from subagent_lab.core.context import estimate_text
 from subagent_lab.core.provenance import seen_check
 from subagent_lab.tools.registry import build_tools
 from subagent_lab.tools.symbols.index import clear_cache, file_role, index_for
-from subagent_lab.tools.symbols.repo_map import repo_map
+from subagent_lab.tools.symbols.repo_map import repo_map, repo_map_observation
 from subagent_lab.tools.symbols.search import retrieval_answer
 from subagent_lab.tools.symbols.tools import find, outline, refs, search
 from subagent_lab.workspace.sandbox import Workspace
@@ -307,6 +307,8 @@ def test_repo_map_fits_its_budget_and_ranks_the_most_referenced_definition_first
         small = repo_map(ws, budget)
         assert estimate_text(small) <= budget
     assert repo_map(ws, 20).startswith("core/base.py:")
+    shown = repo_map_observation(ws, 10_000)
+    assert shown.text == full and seen_check(["core/base.py:1-3", "core/base.py:1"], shown.spans)[0] == 1.0
 
 
 def test_tools_go_through_workspace_containment_and_the_secret_policy(tree: Path, tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from collections import defaultdict
 from functools import lru_cache
 
 from subagent_lab.core.context import estimate_text
+from subagent_lab.core.tool import Observation, ObservationBuilder, Span
 from subagent_lab.tools.symbols.index import IndexedFile, SymbolIndex, index_for, module_name
 from subagent_lab.tools.symbols.parse import REF_KINDS
 from subagent_lab.workspace.sandbox import Workspace
@@ -180,24 +181,33 @@ def _label(index: SymbolIndex, rel: str) -> str:
     return rel if role == "library" else f"[{role}] {rel}"
 
 
-def _render(index: SymbolIndex, order: list[str], chosen: dict[str, list[int]]) -> str:
-    lines: list[str] = []
+def _render(
+    index: SymbolIndex, order: list[str], chosen: dict[str, list[int]], bare: list[str]
+) -> Observation:
+    """The map: each chosen file and its chosen definitions (each a span), then the ``bare`` names."""
+    out = ObservationBuilder()
     for rel in order:
         picked = chosen.get(rel)
         if picked is None:
             continue
-        lines.append(f"{_label(index, rel)}:")
+        out.line(f"{_label(index, rel)}:", Span(rel))
         defs = index.files[rel].parse.definitions
         for position in sorted(picked):
             unit = defs[position]
             indent = "  " * (1 + min(unit.qualname.count("."), 2))
-            lines.append(f"{indent}{unit.start}-{unit.end} {_cut(unit.signature)}")
-    return "\n".join(lines)
+            out.line(
+                f"{indent}{unit.start}-{unit.end} {_cut(unit.signature)}",
+                Span(rel, unit.start, unit.end),
+                Span(rel, unit.start, unit.start),
+            )
+    for rel in bare:
+        out.line(_label(index, rel), Span(rel))
+    return out.build()
 
 
-def repo_map(workspace: Workspace, token_budget: int) -> str:
-    """The workspace's files and their most-referenced definitions, at most ``token_budget``
-    tokens (estimated); '' when not even one file's name fits."""
+def repo_map_observation(workspace: Workspace, token_budget: int) -> Observation:
+    """``repo_map``'s text with the spans it shows (each definition's lines and its first line
+    alone, each file by name), so a map given as first context can count as seen."""
     index = index_for(workspace)
     file_rank, name_rank = index.derive("repo_map_ranks", rank_definitions)
     order = sorted(index.files, key=lambda rel: (index.role(rel) != "library", -file_rank.get(rel, 0.0), rel))
@@ -218,34 +228,37 @@ def repo_map(workspace: Workspace, token_budget: int) -> str:
             candidates.append((test_or_doc, -rank, nested, -file_rank.get(rel, 0.0), rel, position))
     candidates.sort()
 
-    def build(count: int) -> str:
-        chosen: dict[str, list[int]] = defaultdict(list)
+    def chosen(count: int) -> dict[str, list[int]]:
+        picked: dict[str, list[int]] = defaultdict(list)
         for *_, rel, position in candidates[:count]:
-            chosen[rel].append(position)
-        return _render(index, order, dict(chosen))
+            picked[rel].append(position)
+        return dict(picked)
 
     def fits(text: str) -> bool:
         return estimate_text(text) <= token_budget
 
-    low, high = 1, len(candidates)
-    best = ""
+    low, high, best = 1, len(candidates), 0
     while low <= high:  # the most definitions whose map fits
         middle = (low + high) // 2
-        text = build(middle)
-        if fits(text):
-            best, low = text, middle + 1
+        if fits(_render(index, order, chosen(middle), []).text):
+            best, low = middle, middle + 1
         else:
             high = middle - 1
-    shown = {line.rstrip(":") for line in best.splitlines() if not line.startswith(" ")}
-    names = best.splitlines()
-    size = len(best.encode("utf-8"))
+    picked = chosen(best)
+    size = len(_render(index, order, picked, []).text.encode("utf-8"))
+    bare: list[str] = []
     for rel in order:  # then the names of the files with no definition shown, while they fit
-        line = _label(index, rel)
-        if line in shown:
+        if rel in picked:
             continue
-        grown = size + len(line.encode("utf-8")) + (1 if names else 0)
+        grown = size + len(_label(index, rel).encode("utf-8")) + (1 if size or bare else 0)
         if math.ceil(grown / 3) > token_budget:  # estimate_text's bytes / 3
             break
-        names.append(line)
+        bare.append(rel)
         size = grown
-    return "\n".join(names)
+    return _render(index, order, picked, bare)
+
+
+def repo_map(workspace: Workspace, token_budget: int) -> str:
+    """The workspace's files and their most-referenced definitions, at most ``token_budget``
+    tokens (estimated); '' when not even one file's name fits."""
+    return repo_map_observation(workspace, token_budget).text

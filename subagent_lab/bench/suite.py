@@ -262,3 +262,21 @@ def check_absent(task: BenchTask, root: Path | None = None) -> list[str]:
         text = file.read_bytes().decode("utf-8", errors="replace").lower()
         hits += [f"{task.id}: {file.relative_to(base)} holds {p!r}" for p in probes if p in text]
     return hits
+
+
+def split_table() -> str:
+    """Tasks per split and package by kind, and how many cite several files (docs/benchmarks.md)."""
+    kinds: tuple[TaskKind, ...] = ("locate", "trace", "enumerate", "explain", "absent")
+    rows = [
+        f"{'split':9} {'package':12} "
+        + " ".join(f"{k:>9}" for k in kinds)
+        + f" {'multi-file':>10} {'all':>4}"
+    ]
+    for split in SUITES:
+        tasks = load_suite(split)
+        for package in [*sorted({t.package for t in tasks}), "all"]:
+            part = [t for t in tasks if package in ("all", t.package)]
+            counts = " ".join(f"{sum(t.kind == k for t in part):>9}" for k in kinds)
+            multi = sum(len({g.path for g in t.gold}) > 1 for t in part)
+            rows.append(f"{split:9} {package:12} {counts} {multi:>10} {len(part):>4}")
+    return "\n".join(rows)

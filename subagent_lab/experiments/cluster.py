@@ -36,7 +36,8 @@ from subagent_lab.agents.launcher import ModelFactory
 from subagent_lab.config.profiles import LabConfig, ModelConfig, load_config
 from subagent_lab.core.model import Model
 from subagent_lab.core.types import ModelChoice
-from subagent_lab.experiments.sweep import RunSpec, _base_row, execute_run
+from subagent_lab.experiments.rows import base_row
+from subagent_lab.experiments.sweep import RunSpec, execute_run
 from subagent_lab.models.cache import CachingModel, config_namespace, entry_path, store_entry
 from subagent_lab.models.pool import pooled_factory
 
@@ -230,7 +231,7 @@ def run_on_cluster(
                             store_entry(run.cache_dir, key, text)
             except Exception as exc:  # the task's workers kept dying (KilledWorker), or it was lost
                 row = {
-                    **_base_row(run),
+                    **base_row(run),
                     "terminal_reason": "crashed",
                     "status": "failed",
                     "error": f"{type(exc).__name__}: {exc}"[:3000],

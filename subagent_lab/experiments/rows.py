@@ -1,0 +1,128 @@
+"""A sweep's rows: one flat, scored row per run, and the durable results log they go to.
+
+Rows are appended to ``results.jsonl`` as runs finish (one flushed line each), so a killed sweep
+loses only the runs in flight; a torn last line is skipped when read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from subagent_lab.experiments.spec import RunSpec
+
+TOOLS = ("Read", "Grep", "Glob")
+SCORE_COLUMNS = (
+    "evidence_count", "evidence_unique", "unseen_evidence", "evidence_precision_file",
+    "evidence_precision_line", "gold_recall_file", "gold_recall_line", "strict_line_precision",
+    "strict_line_recall", "gold_line_share", "keyword_recall", "keywords_in_task", "keywords_listed",
+    "admits_absence", "absence_restated", "invented_evidence", "trace_checked", "quality",
+    "quality_legacy",
+)  # fmt: skip
+"""The score's columns in a row (docs/numbers.md); list-valued ones as their counts."""
+OUTCOMES = ("executed", "repeated", "denied", "failed")
+
+
+def base_row(run: RunSpec) -> dict[str, Any]:
+    return {
+        "run_key": run.run_key,
+        "task_id": run.task.id,
+        "kind": run.task.kind,
+        "package": run.task.package,
+        "split": run.task.split,
+        "profile": run.profile,
+        "model_choice": run.model,
+        "variant": run.variant.label,
+        "overrides": json.dumps(run.variant.overrides, sort_keys=True),
+        "scaffold": run.scaffold or "profile",
+        **run.stamp,
+        "repeat": run.repeat,
+        "seed": run.seed,
+        "temperature": run.temperature,
+    }
+
+
+def result_row(run: RunSpec, result: dict[str, Any], score: dict[str, Any]) -> dict[str, Any]:
+    """Flatten a SubagentResult (as a dict) and its Score into one table row."""
+    usage = result["usage"]
+    row = {
+        **base_row(run),
+        "model_used": result["model_used"],
+        "model_id": result["model_id"],
+        "seed": result["seed"],
+        "temperature": result["temperature"],
+        "fallback": result["fallback"],
+        "terminal_reason": result["terminal_reason"],
+        "status": result["status"],
+        "detail": result["detail"][-800:],
+        "steps": result["steps"],
+        "model_calls": result["model_calls"],
+        "prompt_tokens": usage["prompt_tokens"],
+        "completion_tokens": usage["completion_tokens"],
+        "cached_tokens": usage["cached_tokens"],
+        "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"],
+        "usage_estimated": usage["estimated"],
+        "cost_usd": result["cost_usd"],
+        "elapsed_s": result["elapsed_s"],
+        "model_time_s": result["model_time_s"],
+        "harness_time_s": max(result["elapsed_s"] - result["model_time_s"], 0.0),
+        "contract_valid": result["contract"] is not None,
+        "repairs_used": result["repairs_used"],
+        "grace_used": result["grace_used"],
+        "grounded_ratio": result["grounded_ratio"],
+        "seen_ratio": result["seen_ratio"],
+        "prompt_counts_exact": result["prompt_counts_exact"],
+        "trace_path": result["trace_path"],
+        "error": None,
+    }
+    for tool in TOOLS:
+        for outcome in OUTCOMES:
+            row[f"{tool}_{outcome}"] = result["tool_usage"].get(tool, {}).get(outcome, 0)
+    for key in SCORE_COLUMNS:
+        value = score.get(key)
+        row[key] = len(value) if isinstance(value, list) else value  # a list column: its count
+    return row
+
+
+class ResultLog:
+    """Append-only results.jsonl with one flushed, fsynced line per finished run."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def rows(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        rows = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a torn last line from a killed sweep; that run is simply redone
+        return rows
+
+    def append(self, row: dict[str, Any]) -> None:
+        with self._lock, self.path.open("a+", encoding="utf-8") as fh:
+            # A sweep killed mid-write leaves a torn line without its newline: never glue onto it.
+            if fh.tell() > 0:
+                fh.seek(fh.tell() - 1)
+                torn = fh.read(1) != "\n"
+                fh.seek(0, os.SEEK_END)
+                if torn:
+                    fh.write("\n")
+            fh.write(json.dumps(row, default=str) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+def load_results(out: str | Path) -> pd.DataFrame:
+    """The table of a sweep directory (latest row per run key), readable in a fresh kernel."""
+    rows = ResultLog(Path(out) / "results.jsonl").rows()
+    latest = {row["run_key"]: row for row in rows}
+    return pd.DataFrame(list(latest.values()))

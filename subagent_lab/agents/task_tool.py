@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -15,6 +16,44 @@ from subagent_lab.core.types import ConfigError, RunStatus
 
 MIN_CHILD_TOKENS = 2000
 """A child granted fewer tokens than this could not fit its first call; delegation is refused."""
+MAX_CONTEXT_DEPTH = 16
+"""Nesting levels a Task ``context`` may have (findings and file hints need two or three)."""
+MAX_CONTEXT_CHARS = 64_000
+"""Characters of a Task ``context`` as JSON: it is rendered into the child's first message."""
+
+
+def check_context(context: Any) -> None:
+    """ToolError unless ``context`` is plain JSON data of bounded depth and size.
+
+    Checked iteratively before anything serialises it: a context nested hundreds of levels deep
+    would otherwise raise ``RecursionError`` in the trace writer and crash the parent's run.
+    """
+    if context is None:
+        return
+    if not isinstance(context, dict):
+        raise ToolError(f"context must be an object (a JSON mapping), got {type(context).__name__}")
+    stack: list[tuple[Any, int]] = [(context, 1)]
+    nodes = 0
+    while stack:
+        value, depth = stack.pop()
+        nodes += 1
+        if depth > MAX_CONTEXT_DEPTH:
+            raise ToolError(
+                f"context is nested more than {MAX_CONTEXT_DEPTH} levels deep; pass flat findings and hints"
+            )
+        if nodes > MAX_CONTEXT_CHARS:
+            raise ToolError(f"context holds more than {MAX_CONTEXT_CHARS:,} values; pass a short summary")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**53:
+            raise ToolError("context holds an integer out of range")
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise ToolError("context holds a number that is not finite")
+    size = len(json.dumps(context, ensure_ascii=False, default=str))
+    if size > MAX_CONTEXT_CHARS:
+        raise ToolError(f"context is {size:,} characters as JSON; at most {MAX_CONTEXT_CHARS:,}")
 
 
 class TaskEnvelope(BaseModel):
@@ -128,6 +167,7 @@ def task(
         raise ToolError("description must be a non-empty short summary")
     if not prompt.strip():
         raise ToolError("prompt must hold the complete instructions for the sub-agent")
+    check_context(context)
     known = sorted(ctx.launcher.config.profiles)
     if subagent_type not in known:
         raise ToolError(f"subagent_type must be one of {known}, got {subagent_type!r}")

@@ -33,7 +33,7 @@ GOOD = {
 
 # --- a hostile OpenAI-compatible server ------------------------------------------------------------
 
-Action = Literal["send", "reset", "hang", "truncate", "die"]
+Action = Literal["send", "reset", "hang", "truncate", "die", "trickle"]
 
 
 @dataclass
@@ -44,12 +44,16 @@ class Reply:
     connection with an RST and no answer. ``hang``: never answer (until the server is closed).
     ``truncate``: announce ``body`` in Content-Length but send only its first half, then close.
     ``die``: answer like ``send``, then stop the server for good (later connects are refused).
+    ``trickle``: send the status line, headers and body one byte every ``delay`` seconds (each
+    byte well within any per-read timeout), for at most ``max_trickle_s``.
     """
 
     status: int = 200
     body: dict[str, Any] | bytes = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
     action: Action = "send"
+    delay: float = 0.05
+    max_trickle_s: float = 30.0
 
 
 Behaviour = Reply | Callable[[dict[str, Any], dict[str, str]], Reply]
@@ -138,6 +142,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         data = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
+        if reply.action == "trickle":
+            self._trickle(reply, data)
+            return
         self.send_response(reply.status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -154,6 +161,23 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
         if reply.action == "die":
             threading.Thread(target=fake.close, daemon=True).start()
+
+    def _trickle(self, reply: Reply, data: bytes) -> None:
+        head = (
+            f"HTTP/1.0 {reply.status} OK\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\n\r\n"
+        ).encode()
+        stop, ends = self.server.fake._stop, time.monotonic() + reply.max_trickle_s
+        try:
+            for byte in head + data:
+                if stop.is_set() or time.monotonic() > ends:
+                    break
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                stop.wait(reply.delay)
+        except OSError:
+            pass  # the client gave up: that is what the test wants
+        self.close_connection = True
 
 
 class _Server(ThreadingHTTPServer):

@@ -191,6 +191,15 @@ def test_find_resolves_a_dotted_name_to_its_member(tree: Path) -> None:
     assert both.index("pkg/config.py") < both.index("pkg/loaders.py:9-12")  # library, by path
 
 
+def test_find_of_one_function_lists_what_it_calls_and_where_that_is_defined(tree: Path) -> None:
+    observation = find(Workspace(tree), "BaseLoader.load")
+    lines = observation.text.splitlines()
+    assert "  calls get_source: pkg/loaders.py:14-15 method BaseLoader.get_source" in lines  # its own class
+    assert "  calls compile_source: pkg/loaders.py:30-38 function compile_source" in lines
+    assert seen_check(["pkg/loaders.py:30-38"], observation.spans)[0] == 1.0
+    assert "calls" not in find(Workspace(tree), "FileLoader").text  # a class: its members, not calls
+
+
 def test_find_of_an_unknown_name_offers_close_defined_names(tree: Path) -> None:
     text = find(Workspace(tree), "get_sourc").text
     assert "No definition named" in text and "get_source" in text

@@ -16,7 +16,7 @@ from collections import Counter
 from subagent_lab.core.tool import Observation, ObservationBuilder, Span, Tool, ToolError
 from subagent_lab.tools.simple_grep import quote
 from subagent_lab.tools.symbols.index import MAX_FILE_BYTES, SymbolIndex, index_for, read_code
-from subagent_lab.tools.symbols.parse import LANGUAGES, Definition
+from subagent_lab.tools.symbols.parse import LANGUAGES, REF_KINDS, Definition
 from subagent_lab.tools.symbols.search import ranked_units
 from subagent_lab.workspace.sandbox import Workspace
 
@@ -26,6 +26,9 @@ LINE_CHARS = 120
 """Characters shown of a signature or a referencing line."""
 REFS_PER_FILE = 5
 """Referencing lines one Refs shows per file; the rest are counted."""
+MAX_CALLEES = 6
+"""Workspace definitions a Find of one function lists as called by it; the rest are named."""
+CALL_KINDS = frozenset({"call", "method call"})
 MAX_NAME_CHARS = 200
 """A longer name is cut (a runaway argument; no identifier is that long)."""
 MAX_QUERY_CHARS = 1000
@@ -60,7 +63,8 @@ def _notes(out: ObservationBuilder, index: SymbolIndex) -> None:
 
 def find(ws: Workspace, name: str, limit: int = 8) -> Observation:
     """Show where a name is defined: each class, function, method or constant with that name,
-    its line range, signature and the first line of its docstring.
+    its line range, signature and the first line of its docstring; for one function, the
+    functions it calls and where they are defined.
 
     Args:
         name: The name as the code spells it, e.g. `get_template`, or `Class.method` for a member.
@@ -100,11 +104,56 @@ def find(ws: Workspace, name: str, limit: int = 8) -> Observation:
         )
     rel, unit = hits[0]
     library = [h for h in hits if index.role(h[0]) == "library"]
+    if len(library) == 1 and unit.kind in ("function", "method"):
+        _callee_lines(out, index, rel, unit)
     if len(library) == 1 and unit.kind == "class":
         out.line(f"Next: Outline path={quote(rel)} lists its members")
     elif len(library) == 1 and unit.end > unit.start:
         out.line(f"Next: Read path={quote(rel)} line={unit.start} shows its body")
     return out.build()
+
+
+def _callees(index: SymbolIndex, rel: str, unit: Definition) -> list[tuple[str, str, Definition | None]]:
+    """The workspace definitions ``unit`` calls, in the order of their first call: (name, file,
+    definition), the definition None when several match and none is in ``unit``'s file or class."""
+    first: dict[str, int] = {}
+    for name, codes in index.files[rel].parse.refs.items():
+        if name == unit.name or name not in index.by_name:
+            continue
+        lines = [c >> 3 for c in codes if REF_KINDS[c & 7] in CALL_KINDS and unit.start <= c >> 3 <= unit.end]
+        if lines:
+            first[name] = min(lines)
+    owner = unit.qualname.rsplit(".", 1)[0] if "." in unit.qualname else ""
+    found: list[tuple[str, str, Definition | None]] = []
+    for name in sorted(first, key=first.__getitem__):
+        unique = {(h[0], h[1].qualname): h for h in index.by_name[name] if h[1].kind != "constant"}
+        hits = list(unique.values())  # @overload stubs and their implementation: the last one
+        if not hits:
+            continue
+        mine = [h for h in hits if h[0] == rel and (not owner or h[1].qualname == f"{owner}.{name}")]
+        pick = hits if len(hits) == 1 else mine[:1] or [h for h in hits if h[0] == rel][:1]
+        found.append((name, pick[0][0], pick[0][1]) if len(pick) == 1 else (name, "", None))
+    return found
+
+
+def _callee_lines(out: ObservationBuilder, index: SymbolIndex, rel: str, unit: Definition) -> None:
+    """``calls name: path:start-end kind qualname`` for each workspace definition ``unit`` calls."""
+    callees = _callees(index, rel, unit)
+    for name, where, callee in callees[:MAX_CALLEES]:
+        if callee is None:
+            count = len(index.by_name[name])
+            out.line(f"  calls {name}: {count} definitions (Find name={quote(name)})")
+            continue
+        label = f"{_mark(index.role(where))}{where}:{callee.start}-{callee.end}"
+        out.line(
+            f"  calls {name}: {label} {callee.kind} {callee.qualname}",
+            Span(where, callee.start, callee.end),
+            Span(where, callee.start, callee.start),
+        )
+    if len(callees) > MAX_CALLEES:
+        out.line(
+            f"  calls {len(callees) - MAX_CALLEES} more: " + ", ".join(n for n, _, _ in callees[MAX_CALLEES:])
+        )
 
 
 def _file_lines(ws: Workspace, rel: str) -> list[str]:

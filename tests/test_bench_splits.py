@@ -276,7 +276,8 @@ def test_fetch_unpacks_a_verified_local_sdist_once(fake_pin: tuple[bytes, Path])
     assert workspaces.is_fetched("demo") and workspaces.tree_root("demo") == root
     assert workspaces.fetch(["demo"], log=logs.append) == [root]
     assert len(logs) == 1  # the second fetch found the tree and did nothing
-    assert sorted(p.name for p in base.iterdir()) == ["demo-1.0", "downloads"]  # no temporary left
+    assert sorted(p.name for p in base.iterdir()) == ["demo-1.0", "demo-1.0.sdist", "downloads"]  # no temp
+    assert sorted(p.name for p in root.iterdir()) == ["docs", "src", "tests"]  # the sdist's files only
 
 
 def test_fetch_downloads_with_pip_and_checks_the_hash(

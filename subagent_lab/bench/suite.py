@@ -25,7 +25,6 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from subagent_lab.bench.workspaces import SDISTS, tree_root
 from subagent_lab.core.types import ConfigError
 
 TaskKind = Literal["locate", "trace", "enumerate", "explain", "absent"]
@@ -123,11 +122,18 @@ class BenchTask(BaseModel):
 
         Raises ConfigError when it is missing (naming the install or fetch command to run).
         """
-        return package_root(self.package) if self.workspace == "installed" else tree_root(self.package)
+        if self.workspace == "installed":
+            return package_root(self.package)
+        # Imported here: `python -m subagent_lab.bench.workspaces` then runs a module not yet imported.
+        from subagent_lab.bench.workspaces import tree_root
+
+        return tree_root(self.package)
 
     def in_tree(self) -> BenchTask:
         """This task in its package's source tree: the same id and prompt, gold paths mapped into
         the tree (``loaders.py`` -> ``src/jinja2/loaders.py``). A tree task is returned as it is."""
+        from subagent_lab.bench.workspaces import SDISTS
+
         if self.workspace == "tree":
             return self
         prefix = SDISTS[self.package].package_dir

@@ -94,8 +94,9 @@ SDISTS: dict[str, Sdist] = {
 }
 """Benchmark package (the ``package`` of a task) -> its pinned sdist."""
 
-MARKER = ".subagent_lab_sdist"
-"""File written into a finished tree: the sdist's requirement and SHA-256."""
+MARKER_SUFFIX = ".sdist"
+"""``<name>-<version>.sdist`` beside a finished tree holds the sdist's requirement and SHA-256; it
+lives outside the tree so that the workspace holds exactly what the sdist holds."""
 
 FETCH_COMMAND = "python -m subagent_lab.bench.workspaces fetch"
 
@@ -113,7 +114,9 @@ def tree_path(package: str) -> Path:
 def is_fetched(package: str) -> bool:
     """Whether ``package``'s tree is unpacked and was made from the pinned sdist."""
     sdist = _sdist(package)
-    marker = tree_path(package) / MARKER
+    marker = _marker(package)
+    if not tree_path(package).is_dir():
+        return False
     try:
         return marker.read_text(encoding="utf-8").split() == [sdist.requirement, sdist.sha256]
     except OSError:
@@ -155,6 +158,10 @@ def fetch(packages: Iterable[str] | None = None, *, log: Callable[[str], None] =
     return [_fetch_one(name, log) for name in names]
 
 
+def _marker(package: str) -> Path:
+    return workspaces_dir() / (_sdist(package).tree_name + MARKER_SUFFIX)
+
+
 def _sdist(package: str) -> Sdist:
     if package not in SDISTS:
         raise ConfigError(f"unknown benchmark package {package!r}; known: {sorted(SDISTS)}")
@@ -182,10 +189,13 @@ def _fetch_one(package: str, log: Callable[[str], None]) -> Path:
         tree = tops[0]
         if not (tree / sdist.package_dir / "__init__.py").is_file():
             raise ConfigError(f"{archive}: no package directory {sdist.package_dir}/ in the sdist")
-        (tree / MARKER).write_text(f"{sdist.requirement} {sdist.sha256}\n", encoding="utf-8")
+        _marker(package).unlink(missing_ok=True)
         if final.exists():  # a stale or partial tree from another pin: replace it whole
             shutil.rmtree(final)
         os.replace(tree, final)  # same filesystem: the tree appears complete or not at all
+        note = Path(tmp) / "marker"
+        note.write_text(f"{sdist.requirement} {sdist.sha256}\n", encoding="utf-8")
+        os.replace(note, _marker(package))  # written last: a tree without it is fetched again
     log(f"[workspaces] {sdist.requirement}: unpacked to {final}")
     return final
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import subprocess
 import tarfile
 from collections import Counter
@@ -32,7 +33,7 @@ from subagent_lab.bench.suite import (
 from subagent_lab.bench.workspaces import SDISTS, Sdist
 from subagent_lab.core.types import ConfigError
 
-TEST_SPLIT_SHA256 = "a82a752c4c22361aa7102e65f8642c9f2b5e0f5596b337bd2e0934f3e932fde5"
+TEST_SPLIT_SHA256 = "0a96b2544aeba8c412666abc8a81ca0a1280b3a801117cbaccb013ba88979109"
 """tasks_test.yaml, frozen: written from the source before any run. A change is a new test split."""
 DEV_SPLIT_SHA256 = "dc2206cbbb6ca878bbc26cd19336b0a5a836f0f6790cb72335c8fe8503d9293e"
 """tasks.yaml: the dev tasks that recorded sweeps and caches refer to."""
@@ -118,6 +119,14 @@ def test_test_gold_is_library_code_not_tests_or_docs() -> None:
         for span in task.gold:
             assert span.path.startswith(prefix + "/"), f"{task.id}: {span.path}"
             assert span.path.endswith(".py") and not {"tests", "docs"} & set(Path(span.path).parts)
+
+
+def test_test_keywords_are_not_in_the_prompt() -> None:
+    # A keyword the prompt spells is credited for restating the task: none may be one.
+    for task in TEST:
+        words = set(re.findall(r"[a-z0-9_]+", task.prompt.lower()))
+        for keyword in task.keywords:
+            assert keyword.lower() not in words and len(keyword) >= 3, f"{task.id}: {keyword}"
 
 
 def test_absent_test_tasks_have_probes_and_others_do_not() -> None:

@@ -47,8 +47,18 @@ from subagent_lab.models.cache import request_key
 STRATEGIES = ("first", "rotate", "repeat", "off_menu", "garbage", "finish_now", "long")
 VARIANTS: dict[str, dict[str, Any]] = {
     "read_on": {"read_on": 2, "cite_margin": None},
-    "seen_lines": {"cite_anchors": False, "read_after_hits": True, "finish_after_stale": 1, "min_evidence": 2},
-    "full_tools": {"tool_interface": "full", "constrain_paths": False, "min_tool_calls": 0, "task_paths": False},
+    "seen_lines": {
+        "cite_anchors": False,
+        "read_after_hits": True,
+        "finish_after_stale": 1,
+        "min_evidence": 2,
+    },
+    "full_tools": {
+        "tool_interface": "full",
+        "constrain_paths": False,
+        "min_tool_calls": 0,
+        "task_paths": False,
+    },
     "strict": {"evidence_from_seen": False, "require_seen": True, "require_grounded_evidence": True},
     "no_grace": {"grace_turn": False, "first_search": 3, "absence_check": True, "show_layout": True},
 }
@@ -132,7 +142,9 @@ class Oracle:
         call = ToolCall(id=f"c{self.acts}-{name}", name=name, arguments=args)
         return ModelResponse(text=f"step {self.acts}", tool_calls=[call])
 
-    def _arg(self, request: ModelRequest, tool: str, arg: str, prop: dict[str, Any], k: int, off: bool) -> Any:
+    def _arg(
+        self, request: ModelRequest, tool: str, arg: str, prop: dict[str, Any], k: int, off: bool
+    ) -> Any:
         choices = request.arg_choices.get(tool, {}).get(arg)
         if choices and not off:
             return choices[k % len(choices)]
@@ -152,7 +164,9 @@ class Oracle:
         schema = request.final_schema
         props = (schema or {}).get("properties", {})
         if "found" in props:  # the harness's yes/no question
-            return ModelResponse(text=json.dumps({"found": "no" if self.strategy in ("rotate", "long") else "yes"}))
+            return ModelResponse(
+                text=json.dumps({"found": "no" if self.strategy in ("rotate", "long") else "yes"})
+            )
         if schema is None:
             return ModelResponse(text="The answer." if self.finals else "")
         if self.strategy == "finish_now" and self.finals == 0:

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from conftest import REPO
 
-from subagent_lab.agents.launcher import loop_spec
 from subagent_lab.agents.parent import MainAgent, MainRunResult
 from subagent_lab.agents.result import gate_passes
 from subagent_lab.config.agent_profile import AgentProfile
@@ -21,6 +20,8 @@ from subagent_lab.core.tool import ToolDeniedError, ToolError
 from subagent_lab.core.trace import ModelCalled, PromptAdded, RunEnded, RunStarted, SubagentEvent, read_trace
 from subagent_lab.core.types import ModelRequest, ModelResponse
 from subagent_lab.models.scripted import ScriptedModel, Turn, final, tool_call, tool_calls
+from subagent_lab.scaffold.build import loop_spec, policies
+from subagent_lab.scaffold.require_tool_first import RequireToolFirst
 from subagent_lab.tools import edit as edit_module
 from subagent_lab.tools.bash import bash, classify_command
 from subagent_lab.tools.edit import ReadStamps, edit, tracked_read
@@ -396,7 +397,8 @@ def test_parent_spec_is_the_child_spec_builder(config: LabConfig, workspace: Pat
     _, model_cfg, _ = cfg.resolve_model(agent.profile.model)
     spec = agent._spec(model_cfg)
     assert spec == loop_spec(agent.profile, model_cfg)
-    assert (spec.min_tool_calls, spec.max_parallel_tools, spec.contract) == (2, 3, None)
+    assert (spec.max_parallel_tools, spec.contract) == (3, None)
+    assert RequireToolFirst(2) in policies(agent.profile)  # min_tool_calls is a policy's parameter now
 
 
 def test_parent_trace_uses_the_launchers_redactor(

@@ -15,13 +15,18 @@ from conftest import LauncherFactory
 
 from subagent_lab.agents import launcher as launcher_module
 from subagent_lab.agents.launch_io import plain_json
-from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest, loop_spec
+from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
 from subagent_lab.config.agent_profile import AgentProfile
 from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile
 from subagent_lab.core.loop import LoopSpec
 from subagent_lab.core.trace import RunEnded, RunStarted, TraceWriter, read_trace
 from subagent_lab.core.types import ConfigError
 from subagent_lab.models.scripted import ScriptedModel, final, tool_call
+from subagent_lab.scaffold import build
+from subagent_lab.scaffold.build import POLICY_FIELDS, SPEC_RENAMED, loop_spec
+from subagent_lab.scaffold.grace import Grace
+from subagent_lab.scaffold.require_evidence import RequireEvidence
+from subagent_lab.scaffold.require_tool_first import RequireToolFirst
 
 GOOD = {
     "status": "completed",
@@ -221,16 +226,18 @@ NOT_LOOP_FIELDS = {
         "bash_sandbox", "bash_ro_paths",
     },
 }  # fmt: skip
-"""Profile fields that are not loop limits. A new profile field must reach the LoopSpec (same name,
-or ``launcher._RENAMED``) or be listed here: a limit the builder silently drops is the bug this
-test exists for."""
+"""Profile fields that are neither loop limits nor policy parameters. A new profile field must reach
+the LoopSpec (same name, or ``build.SPEC_RENAMED``), be read by ``build.policies``
+(``POLICY_FIELDS``) or be listed here: a limit the builder silently drops is the bug this test
+exists for."""
 
 
 def _differing(profile: Any, spec: LoopSpec) -> dict[str, tuple[Any, Any]]:
     """LoopSpec fields the profile holds (by name or under its renamed name) whose values differ."""
     out = {}
     for f in dataclasses.fields(LoopSpec):
-        name = f.name if f.name in type(profile).model_fields else launcher_module._RENAMED.get(f.name)
+        renamed = {v: k for k, v in SPEC_RENAMED.items()}
+        name = f.name if f.name in type(profile).model_fields else renamed.get(f.name)
         if name in type(profile).model_fields and getattr(profile, name) != getattr(spec, f.name):
             out[f.name] = (getattr(profile, name), getattr(spec, f.name))
     return out
@@ -238,7 +245,7 @@ def _differing(profile: Any, spec: LoopSpec) -> dict[str, tuple[Any, Any]]:
 
 @pytest.mark.parametrize("kind", [RuntimeProfile, AgentProfile])
 def test_every_profile_field_is_a_loop_limit_or_declared_otherwise(kind: type) -> None:
-    consumed = {f.name for f in dataclasses.fields(LoopSpec)} | set(launcher_module._RENAMED.values())
+    consumed = {f.name for f in dataclasses.fields(LoopSpec)} | set(SPEC_RENAMED) | POLICY_FIELDS
     assert set(kind.model_fields) - consumed - NOT_LOOP_FIELDS[kind] == set()
 
 
@@ -253,12 +260,12 @@ def test_one_spec_builder_carries_every_shared_field(config: LabConfig) -> None:
         assert _differing(profile, spec) == {"max_output_tokens": (None, 500)}  # the model's cap
         assert (spec.temperature, spec.seed) == (0.3, 11)
     child_spec, parent_spec = loop_spec(child, model), loop_spec(parent, model)
-    assert (child_spec.require_grounded, child_spec.min_tool_calls, child_spec.contract) == (
-        True,
-        2,
-        "ExploreResult",
-    )
-    assert (child_spec.max_repairs, child_spec.grace_turn) == (child.max_contract_repairs, False)
-    assert (parent_spec.contract, parent_spec.min_tool_calls, parent_spec.max_repairs) == (None, 1, 1)
+    child_policies, parent_policies = build.policies(child), build.policies(parent)
+    assert RequireEvidence(grounded=True) in child_policies and RequireToolFirst(2) in child_policies
+    assert child_spec.contract == "ExploreResult"
+    assert child_spec.max_repairs == child.max_contract_repairs and Grace() not in child_policies
+    assert (parent_spec.contract, parent_spec.max_repairs) == (None, 1) and RequireToolFirst(
+        1
+    ) in parent_policies
     assert (parent_spec.max_parallel_tools, parent_spec.max_steps) == (3, 7)
     assert (loop_spec(child, model, seed=5, temperature=0.9).seed, loop_spec(child, model).seed) == (5, 11)

@@ -8,6 +8,7 @@ so its place in the architecture is a decision, not an accident. Imports inside 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "subagent_lab"
 LAYERS: list[tuple[str, set[str]]] = [
     ("core", {"core"}),
     ("config", {"config"}),
-    ("tools, workspace, models, local models", {"tools", "workspace", "models", "local_models"}),
+    ("tools, workspace, models, local models, scaffold",
+     {"tools", "workspace", "models", "local_models", "scaffold"}),
     ("agents", {"agents"}),
     ("bench, analysis", {"bench", "analysis"}),
     ("experiments", {"experiments"}),
@@ -83,3 +85,72 @@ def test_the_check_sees_upward_imports(tmp_path: Path) -> None:
     core = FOLDER_LAYER["core"]
     above = sorted(m for m in found if (layer_of(m) or 0) > core)
     assert above == ["agents.launcher", "api", "experiments.sweep"]
+
+
+# --- the core knows no scaffold ------------------------------------------------------------------
+
+CORE = sorted((PACKAGE / "core").glob("*.py"))
+TOOL_NAMES = re.compile(r"\b(Read|Grep|Glob)\b")
+TOOL_ARGUMENTS = {"path", "line", "pattern"}
+SCHEMA_WORDS = {("contracts", "path"), ("contracts", "pattern"), ("provenance", "pattern")}
+"""Where core spells an argument name for another reason: the ``path:line`` evidence format's regex
+group and the JSON schema keyword ``pattern``."""
+SCAFFOLD_FLAGS = {
+    "grace_turn", "min_tool_calls", "constrain_paths", "evidence_from_seen", "require_seen",
+    "require_grounded_evidence", "require_grounded", "finish_after_stale", "finish_after_reads",
+    "read_after_hits", "read_on", "first_search", "min_evidence", "max_evidence", "cite_anchors",
+    "cite_margin", "absence_check", "show_layout", "task_paths", "search_words",
+}  # fmt: skip
+"""The profile's scaffold fields (``scaffold.build`` reads them); core may not test any of them."""
+
+
+def _code_strings(tree: ast.AST) -> list[str]:
+    """String constants that are not docstrings (a docstring may say what a tool does)."""
+    docs = {
+        id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)
+    }
+    return [
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+    ]
+
+
+def test_core_names_no_tool_and_tests_no_scaffold_flag() -> None:
+    named, arguments, flags, word_lists = [], set(), [], []
+    for path in CORE:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        strings = _code_strings(tree)
+        named += [f"{path.stem}: {s[:40]!r}" for s in strings if TOOL_NAMES.search(s)]
+        arguments |= {(path.stem, s) for s in strings if s in TOOL_ARGUMENTS}
+        flags += [
+            f"{path.stem}:{n.lineno} .{n.attr}"
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Attribute) and n.attr in SCAFFOLD_FLAGS
+        ]
+        flags += [
+            f"{path.stem}:{n.lineno} {n.arg}="
+            for n in ast.walk(tree)
+            if isinstance(n, ast.keyword) and n.arg in SCAFFOLD_FLAGS
+        ]
+        word_lists += [
+            f"{path.stem}:{n.lineno}"
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and getattr(n.func, "id", "") in ("frozenset", "set") and n.args
+            and isinstance(n.args[0], ast.List | ast.Set) and len(n.args[0].elts) >= 10
+        ]  # fmt: skip
+    assert named == [] and flags == [] and word_lists == []
+    assert arguments <= SCHEMA_WORDS
+
+
+def test_the_check_sees_a_tool_name_and_a_flag(tmp_path: Path) -> None:
+    tree = ast.parse('"""Read a file."""\nif spec.read_on:\n    allowed = ["Read", "finish"]\n')
+    assert [s for s in _code_strings(tree) if TOOL_NAMES.search(s)] == ["Read"]
+    assert [n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)] == ["read_on"]
+
+
+def test_loop_spec_holds_limits_sampling_grammar_caps_and_the_contract_only() -> None:
+    from subagent_lab.core.loop_state import LoopSpec
+
+    names = set(LoopSpec.__dataclass_fields__)
+    assert len(names) <= 15 and not names & SCAFFOLD_FLAGS

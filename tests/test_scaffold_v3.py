@@ -6,12 +6,13 @@ from pathlib import Path
 
 from conftest import LauncherFactory
 
-from subagent_lab.agents.launch_io import task_files
 from subagent_lab.agents.launcher import SubagentRequest
-from subagent_lab.core.provenance import citable, line_texts, listed_location, rank_citable
 from subagent_lab.core.trace import ModelCalled, PromptAdded, read_trace
 from subagent_lab.core.types import Span
 from subagent_lab.models.scripted import final, tool_call
+from subagent_lab.scaffold.cite_from_seen import citable
+from subagent_lab.scaffold.ranking import line_texts, listed_location, rank_citable
+from subagent_lab.scaffold.task_shaping import task_files
 from subagent_lab.tools.registry import build_tools
 from subagent_lab.tools.simple import ObservationLimits
 from subagent_lab.workspace.sandbox import Workspace

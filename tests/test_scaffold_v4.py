@@ -7,9 +7,9 @@ from pathlib import Path
 from conftest import LauncherFactory
 
 from subagent_lab.agents.launcher import SubagentRequest
-from subagent_lab.core.provenance import citable_scores, rank_citable
 from subagent_lab.core.trace import ToolFinished, read_trace
 from subagent_lab.models.scripted import final, tool_call
+from subagent_lab.scaffold.ranking import citable_scores, rank_citable
 from subagent_lab.tools.registry import build_tools
 from subagent_lab.workspace.sandbox import Workspace
 

@@ -1,5 +1,6 @@
-"""What a launch reads and writes around the loop: the child's first message, and a trace that
-records its write failures instead of raising them.
+"""What a launch reads and writes around the loop: the child's first message, the run's
+``RunStarted`` (one builder for child and parent), and a trace that records its write failures
+instead of raising them.
 
 Both exist so that ``SubagentLauncher.launch`` never raises for a runtime condition: odd values
 in the parent's structured context are rendered, not rejected, and a trace that cannot be written
@@ -10,15 +11,18 @@ from __future__ import annotations
 
 import json
 import math
-import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from subagent_lab.core.tool import ToolError
-from subagent_lab.core.trace import Redactor, RunEnded, TraceWriter
-from subagent_lab.tools.glob import find_paths
+from subagent_lab.config.agent_profile import AgentProfile
+from subagent_lab.config.profiles import ModelConfig, RuntimeProfile
+from subagent_lab.core.policy import Policy, policy_names, policy_params
+from subagent_lab.core.trace import Redactor, RunEnded, RunStarted, TraceWriter
+from subagent_lab.core.types import ModelChoice
 from subagent_lab.workspace.sandbox import Workspace
 
 MAX_CONTEXT_DEPTH = 12
@@ -39,29 +43,6 @@ def workspace_overview(workspace: Workspace, limit: int = 40) -> str:
         entries.append(path.name + ("/" if is_dir else ""))
     more = f" ... ({len(entries) - limit} more)" if len(entries) > limit else ""
     return "Workspace top level: " + (", ".join(entries[:limit]) or "(empty)") + more
-
-
-NAMED_FILE = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.[A-Za-z]\w{0,4})(?![\w/-])")
-"""A file name in a task's text: ``loaders.py``, ``yaml/constructor.py``."""
-MAX_NAMED_FILES = 5
-
-
-def task_files(workspace: Workspace, task: str) -> list[str]:
-    """The workspace files a task names, workspace-relative (at most ``MAX_NAMED_FILES``).
-
-    A bare name (``loaders.py``) is looked up anywhere in the workspace and kept only when one file
-    has it; secret and ignored files never count (``find_paths`` applies the workspace's policy).
-    """
-    found: list[str] = []
-    for name in dict.fromkeys(NAMED_FILE.findall(task)):
-        try:
-            matches = find_paths(workspace, "**/" + name.rsplit("/", 1)[-1]).paths
-        except ToolError:
-            continue
-        files = [p for p in matches if p == name or p.endswith("/" + name)]
-        if len(files) == 1 and files[0] not in found:
-            found.append(files[0])
-    return found[:MAX_NAMED_FILES]
 
 
 def render_task(
@@ -126,6 +107,47 @@ def _text(value: Any) -> str:
         return str(value)
     except Exception:  # a __str__ that raises: the type name still says what it was
         return f"<unprintable {type(value).__name__}>"
+
+
+@dataclass(frozen=True)
+class ModelUse:
+    """The model a run asked for and the one it got."""
+
+    choice: ModelChoice
+    used: ModelChoice
+    config: ModelConfig
+    fallback: bool
+
+
+def run_started(
+    run_id: str,
+    limits: RuntimeProfile | AgentProfile,
+    model: ModelUse,
+    policies: tuple[Policy, ...],
+    *,
+    budgets: Mapping[str, float] | None = None,
+    **fields: Any,
+) -> RunStarted:
+    """The run's first event, for a child or a parent: its model, the four budgets of its profile
+    (``limits``; plus ``budgets``), the policies it runs with, and ``fields`` (session, profile
+    name, endpoint, tools, workspace, prompts and the rest)."""
+    return RunStarted(
+        run_id=run_id,
+        model_choice=model.choice,
+        model_used=model.used,
+        model_id=model.config.model,
+        fallback=model.fallback,
+        budgets={
+            "max_steps": limits.max_steps,
+            "context_token_budget": limits.context_token_budget,
+            "total_token_budget": limits.total_token_budget,
+            "timeout_s": limits.timeout_s,
+            **(budgets or {}),
+        },
+        policies=policy_names(policies),
+        policy_params=policy_params(policies),
+        **fields,
+    )
 
 
 class GuardedTrace(TraceWriter):

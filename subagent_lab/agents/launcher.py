@@ -8,49 +8,39 @@ bug, ends as a failed ``SubagentResult`` whose ``terminal_reason`` and ``detail`
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import threading
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from subagent_lab.agents.launch_io import (
     GuardedTrace,
+    ModelUse,
     plain_json,
     render_task,
-    task_files,
+    run_started,
     workspace_overview,
 )
-from subagent_lab.agents.result import RunResult
-from subagent_lab.config.agent_profile import AgentProfile
+from subagent_lab.agents.result import SubagentResult, cost_usd
+from subagent_lab.config.agent_profile import apply_overrides
 from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile
 from subagent_lab.core.loop import LoopDeps, LoopOutcome, LoopSpec, run_loop
 from subagent_lab.core.model import Model
 from subagent_lab.core.permissions import PermissionGate
-from subagent_lab.core.trace import (
-    Redactor,
-    RunEnded,
-    RunStarted,
-    SubagentEvent,
-    TraceWriter,
-    new_id,
-    to_json,
-)
-from subagent_lab.core.types import ConfigError, Message, ModelChoice, Span, TerminalReason, Usage
+from subagent_lab.core.policy import Policy, RunContext, TaskShape, policy_names
+from subagent_lab.core.trace import RunEnded, RunStarted, SubagentEvent, TraceWriter, new_id, to_json
+from subagent_lab.core.types import Message, ModelChoice, Span, TerminalReason
 from subagent_lab.local_models import factory
 from subagent_lab.local_models.factory import ModelFactory
+from subagent_lab.scaffold import build
 from subagent_lab.tools.registry import build_tools
-from subagent_lab.tools.search_words import task_search_words
 from subagent_lab.tools.simple import ObservationLimits
 from subagent_lab.workspace.sandbox import Workspace
 
-__all__ = [  # workspace_overview and render_task live in launch_io; imported from here by callers
-    "ModelFactory", "ParentLink", "SubagentLauncher", "SubagentRequest", "SubagentResult", "cost_usd",
-    "loop_spec", "render_task", "workspace_overview",
-]  # fmt: skip
+__all__ = ["ModelFactory", "ParentLink", "SubagentLauncher", "SubagentRequest", "SubagentResult", "cost_usd"]
 
 
 class SubagentRequest(BaseModel):
@@ -79,73 +69,6 @@ class ParentLink(BaseModel):
     session_id: str
     run_id: str
     trace_path: str | None = None
-
-
-class SubagentResult(RunResult):
-    """Everything about one child run (``RunResult``), with the model it asked for and how it was
-    sampled. ``launch`` returns this for every runtime outcome.
-    """
-
-    model_choice: ModelChoice
-    model_used: ModelChoice
-    seed: int | None = None
-    """The sampling seed every model call of the run was sent with."""
-    temperature: float = 0.0
-    """The sampling temperature every model call of the run was sent with."""
-    trace_error: str | None = None
-    """Why the trace is missing or incomplete; None when every event was written."""
-    rerun_of: str | None = None
-    """Trace of the run this one re-ran; None for a fresh run."""
-
-    @property
-    def summary(self) -> str:
-        """The text the parent's model reads."""
-        if self.contract and isinstance(self.contract.get("summary"), str):
-            return str(self.contract["summary"])
-        if self.contract and "verdict" in self.contract:
-            return f"{self.contract['verdict']}: " + "; ".join(self.contract.get("reasons", []))
-        return f"Sub-agent ended without a result ({self.terminal_reason}): {self.detail[:300]}"
-
-
-_RENAMED: dict[str, str] = {
-    "max_repairs": "max_contract_repairs",
-    "require_grounded": "require_grounded_evidence",
-}
-"""LoopSpec field -> the child profile's name for it (a parent profile uses the LoopSpec name)."""
-
-
-def loop_spec(
-    profile: RuntimeProfile | AgentProfile,
-    model: ModelConfig,
-    *,
-    seed: int | None = None,
-    temperature: float | None = None,
-) -> LoopSpec:
-    """The loop limits a profile (a child's or a parent's) and its model imply: the one spec builder.
-
-    Every ``LoopSpec`` field the profile holds (by the same name, or its name in ``_RENAMED``) is
-    taken from the profile, so a field added to both can never be dropped for one kind of agent.
-    The output cap falls back to the model's; ``seed`` and ``temperature`` replace the model's
-    when given (a sweep's independent repeats). A parent has no contract.
-    """
-    held = type(profile).model_fields
-    values: dict[str, Any] = {"contract": None}
-    for f in dataclasses.fields(LoopSpec):
-        for name in (f.name, _RENAMED.get(f.name, f.name)):
-            if name in held:
-                values[f.name] = getattr(profile, name)
-                break
-    values["max_output_tokens"] = profile.max_output_tokens or model.max_output_tokens
-    values["temperature"] = model.temperature if temperature is None else temperature
-    values["seed"] = model.seed if seed is None else seed
-    return LoopSpec(**values)
-
-
-def cost_usd(usage: Usage, model: ModelConfig) -> float:
-    return (
-        usage.prompt_tokens * model.price_per_mtok_input
-        + usage.completion_tokens * model.price_per_mtok_output
-    ) / 1e6
 
 
 class SubagentLauncher:
@@ -180,15 +103,8 @@ class SubagentLauncher:
         tuned = profile.model_overrides.get(self.config.resolve_model(choice)[0], {})
         if not request.overrides and not tuned:
             return profile
-        try:
-            return RuntimeProfile.model_validate({**profile.model_dump(), **tuned, **request.overrides})
-        except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-            raise ConfigError(f"overrides for profile {request.profile!r}: {problems}") from None
-
-    def _redactor(self) -> Redactor:
-        """Masks secrets, including every configured model's key whatever its variable is called."""
-        return self.config.redactor()
+        where = f"overrides for profile {request.profile!r}"
+        return apply_overrides(RuntimeProfile, profile, tuned, request.overrides, where=where)
 
     def _model(self, choice: ModelChoice, cfg: ModelConfig) -> Model:
         with self._lock:
@@ -206,149 +122,193 @@ class SubagentLauncher:
         """
         profile = self.resolve_profile(request)
         choice: ModelChoice = request.model or profile.model
-        used, model_cfg, fallback = self.config.resolve_model(choice)
-        spec = loop_spec(profile, model_cfg, seed=request.seed, temperature=request.temperature)
+        model = ModelUse(choice, *self.config.resolve_model(choice))
+        spec, policies = build.build(
+            profile, model.config, seed=request.seed, temperature=request.temperature
+        )
         run_id = new_id("run")
         trace_path = self.trace_dir / self.session_id / f"{profile.name}-{run_id}.jsonl"
-        redactor = self._redactor()
-        link: dict[str, Any] = {"run_id": run_id, "session_id": self.session_id, "profile": profile.name}
         self._parent_event("subagent_requested", request, run_id, trace_path, model_choice=choice)
         started = time.monotonic()
         trace_error: str | None = None
         try:
-            trace = GuardedTrace(trace_path, run_id, redactor=redactor)
+            trace = GuardedTrace(trace_path, run_id, redactor=self.config.redactor())
         except OSError as exc:  # a file where the directory should be, no permission, a full disk
             trace_error = f"cannot write the trace {trace_path}: {type(exc).__name__}: {exc}"
             outcome = _failed("crashed", f"{trace_error}; the child was not started", started)
         else:
             try:
-                models = (choice, used, model_cfg, fallback)
-                outcome = self._run(request, profile, spec, models, trace, cancel)
+                outcome = self._run(request, profile, (spec, policies), model, trace, cancel)
             except Exception as exc:  # a harness bug outside the loop: recorded, never raised
-                detail = "".join(traceback.format_exception(exc))[-4000:]
-                outcome = _failed("crashed", detail, started)
+                outcome = _failed("crashed", "".join(traceback.format_exception(exc))[-4000:], started)
                 if not trace.ended:
                     trace.emit(RunEnded(run_id=run_id, step=outcome.steps, **outcome.ended_fields()))
             finally:
                 trace.close()
             trace_error = trace.error
         if trace_error is not None and outcome.terminal_reason != "crashed":
-            detail = f"{outcome.detail} [trace incomplete: {trace_error}]"
-            outcome = outcome.model_copy(update={"detail": detail})
+            outcome = outcome.model_copy(
+                update={"detail": f"{outcome.detail} [trace incomplete: {trace_error}]"}
+            )
+        result = self._result(
+            request, profile, model, spec, policies, outcome, run_id, trace_path, trace_error
+        )
+        kind = "subagent_failed" if result.status == "failed" else "subagent_completed"
+        self._parent_event(kind, request, run_id, trace_path, result=result)
+        return result
+
+    def _result(
+        self,
+        request: SubagentRequest,
+        profile: RuntimeProfile,
+        model: ModelUse,
+        spec: LoopSpec,
+        policies: tuple[Policy, ...],
+        outcome: LoopOutcome,
+        run_id: str,
+        trace_path: Path,
+        trace_error: str | None,
+    ) -> SubagentResult:
+        """The run's result, masked: it goes to the parent's model, to sweep tables and to logs (an
+        endpoint may echo the Authorization header in an error that becomes the detail)."""
         result = SubagentResult(
-            **link,
+            run_id=run_id,
+            session_id=self.session_id,
+            profile=profile.name,
             **outcome.model_dump(),
-            model_choice=choice,
-            model_used=used,
-            model_id=model_cfg.model,
-            fallback=fallback,
-            cost_usd=cost_usd(outcome.usage, model_cfg),
+            model_choice=model.choice,
+            model_used=model.used,
+            model_id=model.config.model,
+            fallback=model.fallback,
+            cost_usd=cost_usd(outcome.usage, model.config),
             seed=spec.seed,
             temperature=spec.temperature,
             trace_path=str(trace_path),
             trace_error=trace_error,
             rerun_of=request.rerun_of,
+            policies=policy_names(policies),
         )
-        # The result goes to the parent's model, to sweep tables and to logs: no keys in it either
-        # (an endpoint may echo the Authorization header in an error that becomes the detail).
-        result = SubagentResult.model_validate_json(redactor(to_json(result)))
-        kind = "subagent_failed" if result.status == "failed" else "subagent_completed"
-        self._parent_event(kind, request, run_id, trace_path, result=result)
-        return result
+        return SubagentResult.model_validate_json(self.config.redactor()(to_json(result)))
 
     def _run(
         self,
         request: SubagentRequest,
         profile: RuntimeProfile,
-        spec: LoopSpec,
-        models: tuple[ModelChoice, ModelChoice, ModelConfig, bool],
+        scaffold: tuple[LoopSpec, tuple[Policy, ...]],
+        model: ModelUse,
         trace: GuardedTrace,
         cancel: threading.Event | None,
     ) -> LoopOutcome:
         """Start the trace, check the workspace, set up the model, run the loop."""
-        choice, used, model_cfg, fallback = models
+        spec, policies = scaffold
         started = time.monotonic()
-        try:
-            layout = workspace_overview(self.workspace)  # also proves the workspace is readable
-            overview: str | None = layout if profile.show_layout else None
-            problem = None
-        except OSError as exc:  # removed or made unreadable since the launcher was created
-            overview = None
-            problem = f"workspace {self.workspace.root} is unavailable: {type(exc).__name__}: {exc}"
-        named = task_files(self.workspace, request.task) if profile.task_paths and problem is None else []
-        system_prompt = profile.system_prompt
-        task = render_task(request.task, request.context, overview, named)
-        trace.emit(
-            RunStarted(
-                run_id=trace.run_id,
-                session_id=self.session_id,
-                profile=profile.name,
-                parent_run_id=self.parent.run_id if self.parent else None,
-                parent_session_id=self.parent.session_id if self.parent else None,
-                parent_trace=self.parent.trace_path if self.parent else None,
-                contract=profile.contract,
-                model_choice=choice,
-                model_used=used,
-                model_id=model_cfg.model,
-                endpoint=self.config.endpoint_url(model_cfg),
-                fallback=fallback,
-                tools=list(profile.tools),
-                workspace=str(self.workspace.root),
-                system_prompt=system_prompt,
-                task=task,
-                budgets={
-                    "max_steps": profile.max_steps,
-                    "context_token_budget": profile.context_token_budget,
-                    "total_token_budget": profile.total_token_budget,
-                    "timeout_s": profile.timeout_s,
-                },
-                # What a re-run needs to start exactly like this run (subagent_lab.api.runs.rerun).
-                request_task=request.task,
-                request_context=plain_json(request.context) if request.context else None,
-                overrides=plain_json(request.overrides),
-                profile_fields=plain_json(
-                    profile.model_dump(exclude={"name", "description", "system_prompt"})
-                ),
-                seed=spec.seed,
-                temperature=spec.temperature,
-                rerun_of=request.rerun_of,
-            )
-        )
+        shape, problem = self._shape(request, policies)
+        task = render_task(request.task, request.context, shape.overview, shape.files)
+        trace.emit(self._started(request, profile, spec, policies, model, trace.run_id, task))
         self._parent_event(
-            "subagent_started", request, trace.run_id, trace.path, model_choice=choice, model_used=used
+            "subagent_started",
+            request,
+            trace.run_id,
+            trace.path,
+            model_choice=model.choice,
+            model_used=model.used,
         )
-        if problem is not None:
-            outcome = _failed("crashed", f"{problem}; the child was not started", started)
-            trace.emit(RunEnded(run_id=trace.run_id, step=0, **outcome.ended_fields()))
-            return outcome
         try:
-            model = self._model(used, model_cfg)
-        except Exception as exc:  # the endpoint could not be set up: a model error, not a crash
-            outcome = _failed("model_error", f"model setup failed: {exc}", started)
+            if problem is not None:
+                raise _NotStarted("crashed", f"{problem}; the child was not started")
+            try:
+                llm = self._model(model.used, model.config)
+            except Exception as exc:  # the endpoint could not be set up: a model error, not a crash
+                raise _NotStarted("model_error", f"model setup failed: {exc}") from None
+        except _NotStarted as failed:
+            outcome = _failed(failed.reason, failed.detail, started)
             trace.emit(RunEnded(run_id=trace.run_id, step=0, **outcome.ended_fields()))
             return outcome
-        deps = LoopDeps(
-            model=model,
-            tools=build_tools(
-                profile.tools,
-                profile.tool_interface,
-                ObservationLimits(
-                    grep_max_matches=profile.grep_max_matches,
-                    read_window=profile.read_window,
-                    glob_max_results=profile.glob_max_results,
-                    read_outline=profile.read_outline,
-                ),
-            ),
+        deps = self._deps(request, profile, policies, llm, trace, cancel, shape, task)
+        messages = [Message(role="system", content=profile.system_prompt), Message(role="user", content=task)]
+        return run_loop(spec, deps, messages)
+
+    def _shape(self, request: SubagentRequest, policies: tuple[Policy, ...]) -> tuple[TaskShape, str | None]:
+        """The first message's parts as the policies shape them, and why the workspace is unusable
+        (None when it is fine)."""
+        shape = TaskShape(task=request.task)
+        try:
+            shape.layout = workspace_overview(self.workspace)  # also proves the workspace is readable
+        except OSError as exc:  # removed or made unreadable since the launcher was created
+            return shape, f"workspace {self.workspace.root} is unavailable: {type(exc).__name__}: {exc}"
+        context = RunContext(request.task, self.workspace, self.workspace.root, ())
+        for policy in policies:
+            policy.shape_task(context, shape)
+        return shape, None
+
+    def _started(
+        self,
+        request: SubagentRequest,
+        profile: RuntimeProfile,
+        spec: LoopSpec,
+        policies: tuple[Policy, ...],
+        model: ModelUse,
+        run_id: str,
+        task: str,
+    ) -> RunStarted:
+        """The child's ``RunStarted``: also all a re-run needs to start exactly like this run
+        (``subagent_lab.api.runs.rerun``)."""
+        return run_started(
+            run_id,
+            profile,
+            model,
+            policies,
+            session_id=self.session_id,
+            profile=profile.name,
+            parent_run_id=self.parent.run_id if self.parent else None,
+            parent_session_id=self.parent.session_id if self.parent else None,
+            parent_trace=self.parent.trace_path if self.parent else None,
+            contract=profile.contract,
+            endpoint=self.config.endpoint_url(model.config),
+            tools=list(profile.tools),
+            workspace=str(self.workspace.root),
+            system_prompt=profile.system_prompt,
+            task=task,
+            request_task=request.task,
+            request_context=plain_json(request.context) if request.context else None,
+            overrides=plain_json(request.overrides),
+            profile_fields=plain_json(profile.model_dump(exclude={"name", "description", "system_prompt"})),
+            seed=spec.seed,
+            temperature=spec.temperature,
+            rerun_of=request.rerun_of,
+        )
+
+    def _deps(
+        self,
+        request: SubagentRequest,
+        profile: RuntimeProfile,
+        policies: tuple[Policy, ...],
+        llm: Model,
+        trace: GuardedTrace,
+        cancel: threading.Event | None,
+        shape: TaskShape,
+        task: str,
+    ) -> LoopDeps:
+        """What the child's loop talks to: its tools sized by the profile, its gate, its policies."""
+        limits = ObservationLimits(
+            grep_max_matches=profile.grep_max_matches,
+            read_window=profile.read_window,
+            glob_max_results=profile.glob_max_results,
+            read_outline=profile.read_outline,
+        )
+        return LoopDeps(
+            model=llm,
+            tools=build_tools(profile.tools, profile.tool_interface, limits),
             gate=PermissionGate(mode="readonly_subagent", allowlist=frozenset(profile.tools)),
             tool_context=self.workspace,
             workspace_root=self.workspace.root,
             trace=trace,
             cancel=cancel,
-            shown=[Span(path) for path in named],
-            search_words=tuple(task_search_words(self.workspace, request.task, profile.first_search)),
+            shown=[Span(path) for path in shape.files],
+            policies=policies,
+            task=request.task,
+            task_message=task.strip(),
         )
-        messages = [Message(role="system", content=system_prompt), Message(role="user", content=task)]
-        return run_loop(spec, deps, messages)
 
     def _parent_event(
         self,
@@ -388,6 +348,14 @@ class SubagentLauncher:
                     **extra,
                 )
             )
+
+
+class _NotStarted(Exception):
+    """The child cannot start (its workspace is gone, its model cannot be set up)."""
+
+    def __init__(self, reason: TerminalReason, detail: str) -> None:
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
 
 
 def _failed(reason: TerminalReason, detail: str, started: float) -> LoopOutcome:

@@ -18,22 +18,16 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from subagent_lab.agents.launcher import (
-    ModelFactory,
-    ParentLink,
-    SubagentLauncher,
-    SubagentRequest,
-    SubagentResult,
-    cost_usd,
-    loop_spec,
-    workspace_overview,
-)
+from subagent_lab.agents.launch_io import ModelUse, run_started, workspace_overview
+from subagent_lab.agents.launcher import ModelFactory, ParentLink, SubagentLauncher, SubagentRequest
 from subagent_lab.agents.main_tools import MainToolContext, main_tools
 from subagent_lab.agents.result import (
     MainRunResult,
+    SubagentResult,
     Verdict,
     VerificationRecord,
     child_record,
+    cost_usd,
     gate_passes,
     merge_outcomes,
     roll_up,
@@ -43,10 +37,14 @@ from subagent_lab.config.agent_profile import AgentProfile
 from subagent_lab.config.profiles import LabConfig, ModelConfig
 from subagent_lab.core.budget import MIN_OUTPUT_TOKENS
 from subagent_lab.core.loop import LoopDeps, LoopOutcome, LoopSpec, run_loop
+from subagent_lab.core.model import Model
 from subagent_lab.core.permissions import AskPolicy, PermissionGate
-from subagent_lab.core.trace import PromptAdded, RunEnded, RunStarted, TraceWriter, new_id, to_json
+from subagent_lab.core.policy import Policy
+from subagent_lab.core.tool import Tool
+from subagent_lab.core.trace import PromptAdded, Redactor, RunEnded, RunStarted, TraceWriter, new_id, to_json
 from subagent_lab.core.types import ConfigError, Message
 from subagent_lab.local_models import factory
+from subagent_lab.scaffold import build
 from subagent_lab.tools.edit import ReadStamps
 from subagent_lab.workspace.bwrap import BashSandbox
 from subagent_lab.workspace.sandbox import Workspace
@@ -117,7 +115,7 @@ class MainAgent:
 
     def _spec(self, model: ModelConfig) -> LoopSpec:
         """The loop limits of the whole run (a retry segment gets what is left of them)."""
-        return loop_spec(self.profile, model)  # the same builder as every child's
+        return build.loop_spec(self.profile, model)  # the same builder as every child's
 
     @staticmethod
     def _remaining(base: LoopSpec, done: list[LoopOutcome], started: float) -> LoopSpec | None:
@@ -138,12 +136,27 @@ class MainAgent:
 
     def run(self, task_text: str, *, cancel: threading.Event | None = None) -> MainRunResult:
         """Run the agent on ``task_text`` until it answers (and, with verification on, is accepted)."""
+        run = self._setup(task_text, cancel)
+        try:
+            outcomes, checks, answer = self._segments(run)
+            result = self._result(run, outcomes, checks, answer)
+            result = MainRunResult.model_validate_json(run.redactor(to_json(result)))  # masked like the trace
+            run.trace.emit(RunEnded(run_id=run.run_id, step=result.steps, **result.ended_fields()))
+        finally:
+            run.trace.close()
+        return result
+
+    def _setup(self, task_text: str, cancel: threading.Event | None) -> _Run:
+        """Workspace, trace, launcher, tools and gate, first message and ``RunStarted``."""
         started = time.monotonic()
         scratch = make_scratch(self.target, self.scratch_dir) if self.scratch else None
         workspace = Workspace(scratch.root if scratch else self.target)
         run_id = new_id("run")
         trace_path = self.trace_dir / self.session_id / f"main-{run_id}.jsonl"
-        used, model_cfg, fallback = self.config.resolve_model(self.profile.model)
+        model = ModelUse(self.profile.model, *self.config.resolve_model(self.profile.model))
+        # One redactor for parent and children: the parent's trace masks what the children's do.
+        redactor = self.config.redactor()
+        trace = TraceWriter(trace_path, run_id, redactor=redactor)
         launcher = SubagentLauncher(
             self.config,
             workspace.root,
@@ -151,12 +164,27 @@ class MainAgent:
             trace_dir=self.trace_dir,
             session_id=self.session_id,
             parent=ParentLink(session_id=self.session_id, run_id=run_id, trace_path=str(trace_path)),
+            parent_trace=trace,
         )
-        # One redactor for parent and children: the parent's trace masks what the children's do.
-        redactor = launcher._redactor()
-        trace = TraceWriter(trace_path, run_id, redactor=redactor)
-        launcher.parent_trace = trace
-        ctx = MainToolContext(
+        ctx = self._tool_context(workspace, launcher, cancel)
+        tools = main_tools(self.profile.tools)
+        # On a scratch copy writes and commands are approved at the gate (Bash still classifies
+        # each command); on the real checkout the ask policy gates Edit and Bash as a whole.
+        gate_policy: AskPolicy = "allow" if scratch is not None else self.ask_policy
+        gate = PermissionGate(mode="main_agent", allowlist=frozenset(tools), ask_policy=gate_policy)
+        # The same one-line layout a child gets: without it small models guess paths.
+        first_message = f"{task_text.strip()}\n\n{workspace_overview(workspace)}"
+        if "Bash" in tools and ctx.bash_sandbox.note():  # disabled or unsandboxed: said in the trace too
+            first_message += f"\n{ctx.bash_sandbox.note()}"
+        run = _Run(task_text, run_id, trace_path, model, started, workspace, scratch, ctx, tools, gate, trace,
+                   redactor, launcher, build.policies(self.profile), first_message, cancel)  # fmt: skip
+        trace.emit(self._started(run))
+        return run
+
+    def _tool_context(
+        self, workspace: Workspace, launcher: SubagentLauncher, cancel: threading.Event | None
+    ) -> MainToolContext:
+        return MainToolContext(
             workspace=workspace,
             stamps=ReadStamps(),
             task=TaskContext(launcher=launcher, children_token_cap=self.children_token_cap, cancel=cancel),
@@ -166,103 +194,89 @@ class MainAgent:
                 self.profile.bash_sandbox, self.profile.bash_ro_paths, hide=(str(self.target),)
             ),
         )
-        tools = main_tools(self.profile.tools)
-        # On a scratch copy writes and commands are approved at the gate (Bash still classifies
-        # each command); on the real checkout the ask policy gates Edit and Bash as a whole.
-        gate_policy: AskPolicy = "allow" if scratch is not None else self.ask_policy
-        gate = PermissionGate(mode="main_agent", allowlist=frozenset(tools), ask_policy=gate_policy)
-        system_prompt = self.system_prompt()
-        budgets: dict[str, float] = {
-            "max_steps": self.profile.max_steps,
-            "context_token_budget": self.profile.context_token_budget,
-            "total_token_budget": self.profile.total_token_budget,
-            "timeout_s": self.profile.timeout_s,
-        }
-        if self.children_token_cap is not None:
-            budgets["children_token_cap"] = self.children_token_cap
-        # The same one-line layout a child gets: without it small models guess paths.
-        first_message = f"{task_text.strip()}\n\n{workspace_overview(workspace)}"
-        if "Bash" in tools and ctx.bash_sandbox.note():  # disabled or unsandboxed: said in the trace too
-            first_message += f"\n{ctx.bash_sandbox.note()}"
-        trace.emit(
-            RunStarted(
-                run_id=run_id,
-                session_id=self.session_id,
-                profile="main",
-                model_choice=self.profile.model,
-                model_used=used,
-                model_id=model_cfg.model,
-                endpoint=self.config.endpoint_url(model_cfg),
-                fallback=fallback,
-                budgets=budgets,
-                tools=list(tools),
-                workspace=str(workspace.root),
-                system_prompt=system_prompt,
-                task=first_message,
-            )
+
+    def _started(self, run: _Run) -> RunStarted:
+        """The parent's ``RunStarted`` (the same builder as a child's)."""
+        extra = {} if self.children_token_cap is None else {"children_token_cap": self.children_token_cap}
+        return run_started(
+            run.run_id,
+            self.profile,
+            run.model,
+            run.policies,
+            budgets=extra,
+            session_id=self.session_id,
+            profile="main",
+            endpoint=self.config.endpoint_url(run.model.config),
+            tools=list(run.tools),
+            workspace=str(run.workspace.root),
+            system_prompt=self.system_prompt(),
+            task=run.first_message,
         )
-        messages = [
-            Message(role="system", content=system_prompt),
-            Message(role="user", content=first_message),
-        ]
+
+    def _segments(
+        self, run: _Run
+    ) -> tuple[list[LoopOutcome], list[tuple[VerificationRecord, SubagentResult]], str | None]:
+        """The loop, re-entered after each verdict that names something to fix, under what is left of
+        the run's budgets: (each segment's outcome, each check, the last answer)."""
         outcomes: list[LoopOutcome] = []
         checks: list[tuple[VerificationRecord, SubagentResult]] = []
         answer: str | None = None
+        messages = [
+            Message(role="system", content=self.system_prompt()),
+            Message(role="user", content=run.first_message),
+        ]
         try:
-            try:
-                model = self.model_factory(used, model_cfg)
-            except Exception as exc:  # the endpoint could not be set up: a model error, not a crash
-                detail = f"model setup failed: {exc}"
-                outcomes.append(LoopOutcome(terminal_reason="model_error", status="failed", detail=detail))
-            spec: LoopSpec | None = None if outcomes else self._spec(model_cfg)
-            while spec is not None:
-                deps = LoopDeps(
-                    model=model,
-                    tools=tools,
-                    gate=gate,
-                    tool_context=ctx,
-                    workspace_root=workspace.root,
-                    trace=trace,
-                    cancel=cancel,
-                    # Step numbers continue across segments; the run's one RunEnded is written below.
-                    step_offset=sum(o.steps for o in outcomes),
-                    emit_run_ended=False,
-                )
-                outcome = run_loop(spec, deps, messages)
-                outcomes.append(outcome)
-                if outcome.contract is not None:
-                    answer = unwrap_answer(str(outcome.contract.get("answer", "")))
-                if not (self.verify and outcome.terminal_reason == "completed" and answer is not None):
-                    break
-                record, child = self._check(launcher, task_text, answer, len(checks) + 1)
-                checks.append((record, child))
-                retries_left = self.profile.max_verification_retries - (len(checks) - 1)
-                # UNVERIFIED names nothing the parent could fix: a retry would only spend again.
-                if self._passes(record) or record.verdict == "UNVERIFIED" or retries_left <= 0:
-                    break
-                # The next segment continues the conversation under what is left of the budgets.
-                spec = self._remaining(self._spec(model_cfg), outcomes, started)
-                if spec is None:
-                    break
-                feedback = _feedback(record, len(checks), self.profile.max_verification_retries)
-                # The outcome's conversation ends with the answer as the model wrote it.
-                messages = [*outcome.messages, Message(role="user", content=feedback)]
-                step = sum(o.steps for o in outcomes)
-                trace.emit(PromptAdded(run_id=run_id, step=step, purpose="verification", content=feedback))
-            result = self._result(
-                _Run(task_text, run_id, trace_path, used, model_cfg.model, fallback, started),
-                outcomes,
+            model = self.model_factory(run.model.used, run.model.config)
+        except Exception as exc:  # the endpoint could not be set up: a model error, not a crash
+            detail = f"model setup failed: {exc}"
+            return (
+                [LoopOutcome(terminal_reason="model_error", status="failed", detail=detail)],
                 checks,
                 answer,
-                ctx,
-                workspace,
-                scratch,
             )
-            result = MainRunResult.model_validate_json(redactor(to_json(result)))  # masked like the trace
-            trace.emit(RunEnded(run_id=run_id, step=result.steps, **result.ended_fields()))
-        finally:
-            trace.close()
-        return result
+        spec: LoopSpec | None = self._spec(run.model.config)
+        while spec is not None:
+            outcome = run_loop(spec, self._deps(run, model, sum(o.steps for o in outcomes)), messages)
+            outcomes.append(outcome)
+            if outcome.contract is not None:
+                answer = unwrap_answer(str(outcome.contract.get("answer", "")))
+            if not (self.verify and outcome.terminal_reason == "completed" and answer is not None):
+                break
+            record, child = self._check(run.launcher, run.task, answer, len(checks) + 1)
+            checks.append((record, child))
+            retries_left = self.profile.max_verification_retries - (len(checks) - 1)
+            # UNVERIFIED names nothing the parent could fix: a retry would only spend again.
+            if self._passes(record) or record.verdict == "UNVERIFIED" or retries_left <= 0:
+                break
+            # The next segment continues the conversation under what is left of the budgets.
+            spec = self._remaining(self._spec(run.model.config), outcomes, run.started)
+            if spec is None:
+                break
+            feedback = _feedback(record, len(checks), self.profile.max_verification_retries)
+            # The outcome's conversation ends with the answer as the model wrote it.
+            messages = [*outcome.messages, Message(role="user", content=feedback)]
+            step = sum(o.steps for o in outcomes)
+            run.trace.emit(
+                PromptAdded(run_id=run.run_id, step=step, purpose="verification", content=feedback)
+            )
+        return outcomes, checks, answer
+
+    def _deps(self, run: _Run, model: Model, step_offset: int) -> LoopDeps:
+        return LoopDeps(
+            model=model,
+            tools=run.tools,
+            gate=run.gate,
+            tool_context=run.ctx,
+            workspace_root=run.workspace.root,
+            trace=run.trace,
+            cancel=run.cancel,
+            # Step numbers continue across segments; the run's one RunEnded is written by ``run``.
+            step_offset=step_offset,
+            emit_run_ended=False,
+            policies=run.policies,
+            task=run.task,
+            task_message=run.first_message.strip(),
+        )
 
     def _check(
         self, launcher: SubagentLauncher, task_text: str, answer: str, attempt: int
@@ -313,10 +327,8 @@ class MainAgent:
         outcomes: list[LoopOutcome],
         checks: list[tuple[VerificationRecord, SubagentResult]],
         answer: str | None,
-        ctx: MainToolContext,
-        workspace: Workspace,
-        scratch: ScratchCopy | None,
     ) -> MainRunResult:
+        ctx, workspace, scratch = run.ctx, run.workspace, run.scratch
         merged = merge_outcomes(outcomes)
         verdict = checks[-1][0].verdict if checks else None
         if merged["contract"] is None and answer is not None:
@@ -329,18 +341,17 @@ class MainAgent:
             )
         children = [child_record(r, "task") for r in ctx.task.results]
         children += [child_record(c, "verification") for _, c in checks]
-        _, model_cfg, _ = self.config.resolve_model(self.profile.model)
         return MainRunResult(
             **merged,
-            **roll_up(run.model_used, merged["usage"], cost_usd(merged["usage"], model_cfg), children),
+            **roll_up(run.model.used, merged["usage"], cost_usd(merged["usage"], run.model.config), children),
             elapsed_s=time.monotonic() - run.started,
             run_id=run.run_id,
             session_id=self.session_id,
             task=run.task,
             answer=answer,
-            model_used=run.model_used,
-            model_id=run.model_id,
-            fallback=run.fallback,
+            model_used=run.model.used,
+            model_id=run.model.config.model,
+            fallback=run.model.fallback,
             children=children,
             segments=len(outcomes),
             verifications=[record for record, _ in checks],
@@ -357,13 +368,24 @@ class MainAgent:
 
 @dataclass(frozen=True)
 class _Run:
+    """One main-agent run as its steps share it."""
+
     task: str
     run_id: str
     trace_path: Path
-    model_used: str
-    model_id: str
-    fallback: bool
+    model: ModelUse
     started: float
+    workspace: Workspace
+    scratch: ScratchCopy | None
+    ctx: MainToolContext
+    tools: dict[str, Tool]
+    gate: PermissionGate
+    trace: TraceWriter
+    redactor: Redactor
+    launcher: SubagentLauncher
+    policies: tuple[Policy, ...]
+    first_message: str
+    cancel: threading.Event | None
 
 
 def unwrap_answer(text: str) -> str:

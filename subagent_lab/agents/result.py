@@ -1,16 +1,15 @@
-"""What a main-agent run returns: the loop outcome summed over segments, children, costs, verdicts."""
+"""What a run returns: a child's ``SubagentResult``; a main agent's ``MainRunResult`` (the loop outcome
+summed over segments, children, costs, verdicts); their base ``RunResult``; and the cost of usage."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from subagent_lab.config.profiles import ModelConfig
 from subagent_lab.core.loop import LoopOutcome
-from subagent_lab.core.types import Usage
-
-if TYPE_CHECKING:
-    from subagent_lab.agents.launcher import SubagentResult
+from subagent_lab.core.types import ModelChoice, Usage
 
 Verdict = Literal["PASS", "FAIL", "PARTIAL", "UNVERIFIED"]
 ACCEPTED_VERDICTS = frozenset({"PASS"})
@@ -65,6 +64,42 @@ class RunResult(LoopOutcome):
     fallback: bool = False
     cost_usd: float = 0.0
     trace_path: str
+
+
+class SubagentResult(RunResult):
+    """Everything about one child run (``RunResult``), with the model it asked for and how it was
+    sampled. ``launch`` returns this for every runtime outcome.
+    """
+
+    model_choice: ModelChoice
+    model_used: ModelChoice
+    seed: int | None = None
+    """The sampling seed every model call of the run was sent with."""
+    temperature: float = 0.0
+    """The sampling temperature every model call of the run was sent with."""
+    trace_error: str | None = None
+    """Why the trace is missing or incomplete; None when every event was written."""
+    rerun_of: str | None = None
+    """Trace of the run this one re-ran; None for a fresh run."""
+    policies: list[str] = Field(default_factory=list)
+    """The scaffold's policies the run ran with, in precedence order (``core.policy.policy_names``)."""
+
+    @property
+    def summary(self) -> str:
+        """The text the parent's model reads."""
+        if self.contract and isinstance(self.contract.get("summary"), str):
+            return str(self.contract["summary"])
+        if self.contract and "verdict" in self.contract:
+            return f"{self.contract['verdict']}: " + "; ".join(self.contract.get("reasons", []))
+        return f"Sub-agent ended without a result ({self.terminal_reason}): {self.detail[:300]}"
+
+
+def cost_usd(usage: Usage, model: ModelConfig) -> float:
+    """What ``usage`` costs at the model's (notional) prices."""
+    return (
+        usage.prompt_tokens * model.price_per_mtok_input
+        + usage.completion_tokens * model.price_per_mtok_output
+    ) / 1e6
 
 
 class MainRunResult(RunResult):

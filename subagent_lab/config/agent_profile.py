@@ -7,10 +7,11 @@ written elsewhere (tests, notebooks) still validates without the prompt file nex
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from subagent_lab.core.types import ConfigError, ModelChoice
 from subagent_lab.core.yaml_load import read_config_text
@@ -18,6 +19,27 @@ from subagent_lab.core.yaml_load import read_config_text
 MAIN_AGENT_TOOLS: frozenset[str] = frozenset({"Read", "Grep", "Glob", "Edit", "Bash", "Task"})
 """Every tool a main agent may hold."""
 _REPO_ROOT = Path(__file__).resolve().parents[2]
+M = TypeVar("M", bound=BaseModel)
+
+
+def validation_problems(exc: ValidationError) -> str:
+    """A validation error as one line: ``field: message`` per problem, ``; ``-separated."""
+    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+
+
+def apply_overrides(
+    kind: type[M], base: BaseModel | Mapping[str, Any], *layers: Mapping[str, Any], where: str
+) -> M:
+    """``base`` with each of ``layers`` merged over it in turn, validated as ``kind``: the one
+    merge-and-validate step of profiles, per-model tuning and overrides. A bad value is a
+    ConfigError that starts with ``where`` and names each field."""
+    merged = base.model_dump() if isinstance(base, BaseModel) else dict(base)
+    for layer in layers:
+        merged.update(layer)
+    try:
+        return kind.model_validate(merged)
+    except ValidationError as exc:
+        raise ConfigError(f"{where}: {validation_problems(exc)}") from None
 
 
 class AgentProfile(BaseModel):

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from subagent_lab.config.agent_profile import AgentProfile
+from subagent_lab.config.agent_profile import AgentProfile, apply_overrides
 from subagent_lab.core.contracts import CONTRACTS
 from subagent_lab.core.redact import Redactor
 from subagent_lab.core.types import ConfigError, ModelChoice
@@ -168,11 +168,9 @@ class RuntimeProfile(_Frozen):
         if "model_overrides" in {k for v in self.model_overrides.values() for k in v}:
             raise ValueError("model_overrides: an override cannot itself hold model_overrides")
         for choice, tuned in self.model_overrides.items():
-            try:
-                RuntimeProfile.model_validate({**self.model_dump(exclude={"model_overrides"}), **tuned})
-            except ValidationError as exc:
-                problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-                raise ValueError(f"model_overrides.{choice}: {problems}") from None
+            apply_overrides(
+                RuntimeProfile, self.model_dump(exclude={"model_overrides"}), tuned, where=f"model_overrides.{choice}"
+            )
         if self.contract not in CONTRACTS:
             raise ValueError(f"contract: unknown contract {self.contract!r}; known: {sorted(CONTRACTS)}")
         return self

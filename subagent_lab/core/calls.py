@@ -8,15 +8,16 @@ conservative estimate; every decision and call is a trace event.
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from subagent_lab.core.budget import count_call
 from subagent_lab.core.context import compact
 from subagent_lab.core.contracts import contract_schema
 from subagent_lab.core.dispatch import FINISH_SCHEMA
-from subagent_lab.core.loop_state import LoopDeps, LoopSpec, RunState
+from subagent_lab.core.loop_state import Run
 from subagent_lab.core.model import ModelCallError
-from subagent_lab.core.provenance import bounded_answer, citable, constrain_evidence, evidence_choices
+from subagent_lab.core.policy import ActionMenu
+from subagent_lab.core.provenance import bounded_answer
 from subagent_lab.core.tokens import TokenCount, prompt_counter
 from subagent_lab.core.trace import BudgetDecision, Compacted, ModelCalled, ModelCallFailed
 from subagent_lab.core.types import (
@@ -34,136 +35,149 @@ COMPACT_TARGET = 0.7
 """Compaction shrinks the prompt to this share of the context budget, so it does not run every step."""
 
 
-def _count(deps: LoopDeps, request: ModelRequest) -> TokenCount:
-    return (deps.counter or prompt_counter(deps.model))(request)
+def _count(run: Run, request: ModelRequest) -> TokenCount:
+    return (run.deps.counter or prompt_counter(run.deps.model))(request)
 
 
 def call_model(
-    spec: LoopSpec,
-    deps: LoopDeps,
-    state: RunState,
+    run: Run,
     purpose: Purpose,
     *,
     phase: Literal["act", "final"] = "act",
-    allowed_tools: list[str] | None = None,
-    arg_choices: dict[str, dict[str, list[str]]] | None = None,
+    menu: ActionMenu | None = None,
+    narrowed_by: list[str] | None = None,
     schema: dict[str, Any] | None = None,
     max_tokens: int | None = None,
     greedy: bool = False,
 ) -> ModelResponse:
-    """One model call behind its budget decision. ``schema`` replaces the final answer's schema
-    and ``max_tokens`` the phase's output cap (a short question of the harness's own); ``greedy``
-    samples at temperature 0 whatever the run's temperature (a yes/no question of the harness's)."""
-    if deps.cancel is not None and deps.cancel.is_set():
+    """One model call behind its budget decision. ``menu`` is an action call's offered choices;
+    ``schema`` replaces the final answer's schema and ``max_tokens`` the phase's output cap (a short
+    question of the harness's own); ``greedy`` samples at temperature 0 whatever the run's
+    temperature (a yes/no question of the harness's)."""
+    request = _request(run, phase, menu, schema, greedy)
+    count = fit_context(run, request)
+    request = request.model_copy(update={"messages": list(run.state.messages)})
+    wanted = max_tokens or (run.spec.action_max_tokens if phase == "act" else run.spec.max_output_tokens)
+    _admit(run, request, count, wanted, purpose)
+    try:
+        response = run.deps.model.complete(request)
+    except ModelCallError as exc:
+        _charge_failure(run, count, exc, purpose)
+    _charge(run, count, response, purpose)
+    run.trace.emit(
+        ModelCalled,
+        purpose=purpose,
+        prompt_tokens_est=count.tokens,
+        prompt_exact=count.exact,
+        max_tokens=request.max_tokens,
+        usage=run.state.usage_by_call[-1],
+        latency_s=response.latency_s,
+        finish_reason=response.finish_reason,
+        attempts=response.attempts,
+        model_id=response.model_id,
+        text=response.text,
+        parse_ok=response.parse_ok,
+        cache_hit=response.cache_hit,
+        tool_calls=[c.model_dump() for c in response.tool_calls],
+        allowed_tools=request.allowed_tools,
+        arg_choices=request.arg_choices,
+        narrowed_by=narrowed_by or [],
+    )
+    return response
+
+
+def _request(
+    run: Run,
+    phase: Literal["act", "final"],
+    menu: ActionMenu | None,
+    schema: dict[str, Any] | None,
+    greedy: bool,
+) -> ModelRequest:
+    """The request as the run's state and this turn's menu make it (before the budget decision)."""
+    if run.deps.cancel is not None and run.deps.cancel.is_set():
         raise Cancelled("cancelled by the caller")
-    time_left = spec.timeout_s - (time.monotonic() - state.started)
+    spec = run.spec
+    time_left = spec.timeout_s - (time.monotonic() - run.state.started)
     if time_left <= 0:
         raise LimitReached("timeout", f"wall-clock limit of {spec.timeout_s:.0f}s reached")
-    final_schema = schema if schema is not None else answer_schema(spec, state)
-    request = ModelRequest(
-        messages=state.messages,
-        tools=[*(t.schema() for t in deps.tools.values()), FINISH_SCHEMA],
-        final_schema=final_schema,
+    return ModelRequest(
+        messages=run.state.messages,
+        tools=[*(t.schema() for t in run.deps.tools.values()), FINISH_SCHEMA],
+        final_schema=schema if schema is not None else answer_schema(run),
         phase=phase,
-        allowed_tools=allowed_tools,
-        arg_choices=arg_choices or {},
+        allowed_tools=menu.allowed if menu is not None else None,
+        arg_choices=(menu.choices if menu is not None else None) or {},
         thought_max_chars=spec.thought_max_chars,
         arg_max_chars=spec.arg_max_chars,
         temperature=0.0 if greedy else spec.temperature,
         seed=spec.seed,
         timeout_s=time_left,
     )
-    count = fit_context(spec, deps, state, request)
-    request = request.model_copy(update={"messages": list(state.messages)})
-    wanted = max_tokens or (spec.action_max_tokens if phase == "act" else spec.max_output_tokens)
-    cap = state.budget.output_cap(count.tokens, wanted)
-    decision = BudgetDecision(
-        run_id=deps.trace.run_id,
-        step=state.steps,
+
+
+def _admit(run: Run, request: ModelRequest, count: TokenCount, wanted: int, purpose: Purpose) -> None:
+    """Set the request's output cap and retry allowance, or refuse the call (LimitReached)."""
+    budget, spec = run.state.budget, run.spec
+    cap = budget.output_cap(count.tokens, wanted)
+    decision = dict(
         purpose=purpose,
         prompt_tokens_est=count.tokens,
         prompt_exact=count.exact,
         max_tokens=max(cap, 0),
-        used_total=state.usage.total_tokens,
+        used_total=run.state.usage.total_tokens,
         total_budget=spec.total_token_budget,
         context_budget=spec.context_token_budget,
-        allowed=True,
     )
     try:
-        request.max_tokens = state.budget.admit(count.tokens, wanted)
+        request.max_tokens = budget.admit(count.tokens, wanted)
         # Reserved: one prompt and the output cap; each retry after a lost attempt costs a prompt more.
-        spare = state.budget.remaining - count.tokens - request.max_tokens
+        spare = budget.remaining - count.tokens - request.max_tokens
         request.max_spent_attempts = max(spare // max(count.tokens, 1), 0)
     except LimitReached:
-        deps.trace.emit(decision.model_copy(update={"allowed": False}))
+        run.trace.emit(BudgetDecision, **decision, allowed=False)
         raise
-    deps.trace.emit(decision)
-    try:
-        response = deps.model.complete(request)
-    except ModelCallError as exc:
-        lost = _lost_attempts(count, exc.spent_attempts)
-        state.budget.charge(lost)
-        state.model_time_s += exc.latency_s
-        deps.trace.emit(
-            ModelCallFailed(
-                run_id=deps.trace.run_id,
-                step=state.steps,
-                purpose=purpose,
-                error=str(exc),
-                attempts=exc.attempts,
-                latency_s=exc.latency_s,
-                retryable=exc.retryable,
-                usage=lost,
-            )
-        )
-        if time.monotonic() - state.started >= spec.timeout_s:
-            raise LimitReached("timeout", f"wall-clock limit of {spec.timeout_s:.0f}s reached") from None
-        raise ModelFailed(str(exc)) from None
-    # The provider's report, or the harness's own count where the report is missing, zero or
-    # below an exact count (``Budget.charge``).
+    run.trace.emit(BudgetDecision, **decision, allowed=True)
+
+
+def _charge_failure(run: Run, count: TokenCount, exc: ModelCallError, purpose: Purpose) -> NoReturn:
+    """Charge a failed call's lost attempts, record it, and end the run (timeout or model error)."""
+    lost = _lost_attempts(count, exc.spent_attempts)
+    run.state.budget.charge(lost)
+    run.state.model_time_s += exc.latency_s
+    run.trace.emit(
+        ModelCallFailed,
+        purpose=purpose,
+        error=str(exc),
+        attempts=exc.attempts,
+        latency_s=exc.latency_s,
+        retryable=exc.retryable,
+        usage=lost,
+    )
+    if time.monotonic() - run.state.started >= run.spec.timeout_s:
+        raise LimitReached("timeout", f"wall-clock limit of {run.spec.timeout_s:.0f}s reached") from None
+    raise ModelFailed(str(exc)) from None
+
+
+def _charge(run: Run, count: TokenCount, response: ModelResponse, purpose: Purpose) -> None:
+    """Charge what the call used, plus its lost attempts: the provider's report, or the harness's
+    own count where the report is missing, zero or below an exact count (``Budget.charge``)."""
+    state = run.state
     reported = response.usage + _lost_attempts(count, response.spent_attempts)
     usage = state.budget.charge(reported, count_call(count.tokens, count.exact, response))
     state.usage_by_call.append(usage)
     state.model_time_s += response.latency_s
     state.grace_used = state.grace_used or purpose == "grace"
-    deps.trace.emit(
-        ModelCalled(
-            run_id=deps.trace.run_id,
-            step=state.steps,
-            purpose=purpose,
-            prompt_tokens_est=count.tokens,
-            prompt_exact=count.exact,
-            max_tokens=request.max_tokens,
-            usage=usage,
-            latency_s=response.latency_s,
-            finish_reason=response.finish_reason,
-            attempts=response.attempts,
-            model_id=response.model_id,
-            text=response.text,
-            parse_ok=response.parse_ok,
-            cache_hit=response.cache_hit,
-            tool_calls=[c.model_dump() for c in response.tool_calls],
-        )
-    )
-    return response
 
 
-def answer_schema(spec: LoopSpec, state: RunState) -> dict[str, Any] | None:
-    """The final answer's schema: the contract's, its evidence limited to what the tools showed
-    (only the citable lines with ``cite_anchors``; none after an absence check said "no")."""
-    if not spec.contract:
+def answer_schema(run: Run) -> dict[str, Any] | None:
+    """The final answer's schema: the contract's, as the policies shape it (evidence limited to
+    what the tools showed, for instance), bounded to fit the output cap."""
+    if not run.spec.contract:
         return None
-    schema = contract_schema(spec.contract)
-    if spec.evidence_from_seen:
-        if state.absent:
-            choices: list[str] = []
-        elif spec.cite_anchors:
-            choices = state.cite_choices if state.cite_choices is not None else citable(state.seen_groups)
-        else:
-            choices = evidence_choices(state.seen)
-        minimum = 0 if state.absent else spec.min_evidence
-        schema = constrain_evidence(schema, choices, minimum, spec.max_evidence)
-    return bounded_answer(schema, spec.max_output_tokens)
+    schema = contract_schema(run.spec.contract)
+    for policy in run.policies:
+        schema = policy.answer_schema(run, schema)
+    return bounded_answer(schema, run.spec.max_output_tokens)
 
 
 def _lost_attempts(count: TokenCount, attempts: int) -> Usage:
@@ -177,27 +191,20 @@ def _lost_attempts(count: TokenCount, attempts: int) -> Usage:
     return Usage(prompt_tokens=count.tokens * attempts, estimated=True)
 
 
-def fit_context(spec: LoopSpec, deps: LoopDeps, state: RunState, request: ModelRequest) -> TokenCount:
-    """Count the prompt; over the context budget, compact ``state.messages`` and count again."""
-    count = _count(deps, request)
+def fit_context(run: Run, request: ModelRequest) -> TokenCount:
+    """Count the prompt; over the context budget, compact ``run.state.messages`` and count again."""
+    state, budget = run.state, run.spec.context_token_budget
+    count = _count(run, request)
     state.counts_exact = state.counts_exact and count.exact
-    if count.tokens <= spec.context_token_budget:
+    if count.tokens <= budget:
         return count
-    target = int(spec.context_token_budget * COMPACT_TARGET)
+    target = int(budget * COMPACT_TARGET)
 
     def fits(messages: list[Message]) -> bool:
-        return _count(deps, request.model_copy(update={"messages": messages})).tokens <= target
+        return _count(run, request.model_copy(update={"messages": messages})).tokens <= target
 
     state.messages, edits = compact(state.messages, fits)
-    after = _count(deps, request.model_copy(update={"messages": state.messages}))
-    deps.trace.emit(
-        Compacted(
-            run_id=deps.trace.run_id,
-            step=state.steps,
-            before_tokens=count.tokens,
-            after_tokens=after.tokens,
-            messages_compacted=edits,
-        )
-    )
+    after = _count(run, request.model_copy(update={"messages": state.messages}))
+    run.trace.emit(Compacted, before_tokens=count.tokens, after_tokens=after.tokens, messages_compacted=edits)
     # Shortened results are no longer in view: calling those tools again is no repeat.
     return after

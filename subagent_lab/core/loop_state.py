@@ -1,11 +1,12 @@
-"""The loop's value types: its limits and scaffold (``LoopSpec``), what it talks to (``LoopDeps``),
-its mutable per-run state, and its one return type (``LoopOutcome``)."""
+"""The loop's value types: its limits (``LoopSpec``), what it talks to (``LoopDeps``), its mutable
+per-run state and the ``Run`` that bundles them, and its one return type (``LoopOutcome``)."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,15 +16,17 @@ from pydantic import Field
 from subagent_lab.core.budget import Budget
 from subagent_lab.core.model import Model
 from subagent_lab.core.permissions import PermissionGate
+from subagent_lab.core.policy import Policy
 from subagent_lab.core.tokens import PromptCounter
 from subagent_lab.core.tool import Tool
-from subagent_lab.core.trace import RunTotals, TraceSink
+from subagent_lab.core.trace import PromptAdded, RunTotals, RunTrace, TraceSink
 from subagent_lab.core.types import Message, Span, Usage
 
 
 @dataclass(frozen=True)
 class LoopSpec:
-    """Limits, rules and scaffold choices of one run (built from a profile and its model)."""
+    """Limits, sampling and grammar caps of one run (built from a profile and its model); the
+    scaffold is the run's policies (``LoopDeps.policies``), never a field here."""
 
     max_steps: int
     context_token_budget: int
@@ -35,43 +38,12 @@ class LoopSpec:
     action_max_tokens: int = 160
     """Output cap of an action call: a brief thought plus one tool call."""
     max_repairs: int = 2
-    require_grounded: bool = False
-    require_seen: bool = False
-    """Evidence the run's tools never showed triggers a contract repair."""
     max_tool_calls_per_step: int = 4
     max_stale_turns: int = 3
     """Consecutive turns without a new observation that end the run as ``loop_detected``."""
-    grace_turn: bool = True
+    max_parallel_tools: int = 4
     temperature: float = 0.0
     seed: int | None = 0
-    max_parallel_tools: int = 4
-    min_tool_calls: int = 0
-    """Executed tool calls required before a final answer is accepted (grounds small models)."""
-    constrain_paths: bool = False
-    """Read may name only files a tool has shown (enforced by the grammar where there is one)."""
-    evidence_from_seen: bool = False
-    """The final answer's evidence items are limited by the grammar to lines a tool has shown."""
-    min_evidence: int = 0
-    """With ``evidence_from_seen``: the least number of seen lines the final answer must cite."""
-    max_evidence: int = 6
-    """The most evidence items the final answer may cite."""
-    cite_anchors: bool = False
-    """With ``evidence_from_seen``: evidence only from the lines tools marked as citable."""
-    cite_margin: int | None = None
-    """With ``cite_anchors``: list and allow only the citable lines scoring within this many points
-    of the best one (``provenance.rank_citable``); None lists the best ``CITABLE_LISTED`` of all."""
-    absence_check: bool = False
-    """A yes/no call before the final answer; "no" makes the answer cite nothing."""
-    finish_after_stale: int = 0
-    """After this many consecutive stale turns the grammar offers only ``finish`` (0: never)."""
-    finish_after_reads: int = 0
-    """After this many executed Reads the grammar offers only ``finish`` (0: never)."""
-    read_after_hits: bool = False
-    """After a Grep that showed matching lines, the grammar offers only Read and finish."""
-    read_on: int = 0
-    """Repeated Reads (at most this many per run) that show the next window instead of the record."""
-    first_search: int = 0
-    """The first action is a Grep for one of ``LoopDeps.search_words`` (0: no such limit)."""
     thought_max_chars: int = 80
     arg_max_chars: int = 160
 
@@ -96,8 +68,13 @@ class LoopDeps:
     verification verdict): added to the step of every event, so the trace's steps continue."""
     emit_run_ended: bool = True
     """False when the caller writes the run's one ``RunEnded`` itself (a run of several segments)."""
-    search_words: tuple[str, ...] = ()
-    """With ``LoopSpec.first_search``: the patterns the first Grep may use, best first."""
+    policies: tuple[Policy, ...] = ()
+    """The scaffold, in precedence order (``scaffold.build``); the loop takes a fresh copy of each
+    (``Policy.for_run``) when it starts."""
+    task: str = ""
+    """The task as the caller wrote it."""
+    task_message: str = ""
+    """The task as the model is given it (the first user message), for policies that restate it."""
 
 
 class LoopOutcome(RunTotals):
@@ -141,20 +118,7 @@ class RunState:
     observations: set[int] = field(default_factory=set)
     """Hashes of observation texts so far: a turn that adds none is a stale turn."""
     stale_turns: int = 0
-    read_windows: dict[str, tuple[str, int]] = field(default_factory=dict)
-    """Read call signature -> (file, last line) of the latest window it showed (for ``read_on``)."""
-    read_ons: int = 0
-    last_hits: bool = False
-    """Last turn's search showed matching lines."""
-    repeated_tools: set[str] = field(default_factory=set)
-    """Tools whose call last turn repeated an earlier one: not offered this turn."""
     seen: list[Span] = field(default_factory=list)
-    absent: bool = False
-    """The absence check answered "no": the final answer cites nothing."""
-    cite_choices: list[str] | None = None
-    """With ``cite_margin``: the citable lines the final prompt listed, the only ones it may cite."""
-    seen_groups: list[list[Span]] = field(default_factory=list)
-    """``seen``, one list per observation, oldest first (what to offer as citable, newest first)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     grounded: float | None = None
     seen_ratio: float | None = None
@@ -163,3 +127,62 @@ class RunState:
     @property
     def usage(self) -> Usage:
         return self.budget.used
+
+
+class Run:
+    """One run as the loop's functions share it: its spec, deps, state, trace and policies. It is
+    also the policies' ``RunView``; ``ask`` is the loop's (``core.loop``)."""
+
+    def __init__(self, spec: LoopSpec, deps: LoopDeps, state: RunState) -> None:
+        self.spec, self.deps, self.state = spec, deps, state
+        self.trace = RunTrace(deps.trace, lambda: state.steps, deps.step_offset)
+        self.policies: tuple[Policy, ...] = ()
+
+    @property
+    def task(self) -> str:
+        return self.deps.task
+
+    @property
+    def task_message(self) -> str:
+        return self.deps.task_message
+
+    @property
+    def contract(self) -> str | None:
+        return self.spec.contract
+
+    @property
+    def workspace_root(self) -> Path:
+        return self.deps.workspace_root
+
+    @property
+    def tools(self) -> Mapping[str, Tool]:
+        return self.deps.tools
+
+    @property
+    def tool_context(self) -> Any:
+        return self.deps.tool_context
+
+    @property
+    def steps(self) -> int:
+        return self.state.steps
+
+    @property
+    def stale_turns(self) -> int:
+        return self.state.stale_turns
+
+    @property
+    def seen(self) -> Sequence[Span]:
+        return self.state.seen
+
+    def executed(self, tool: str | None = None) -> int:
+        usage = self.state.tool_usage
+        if tool is not None:
+            return usage[tool]["executed"] if tool in usage else 0
+        return sum(counts["executed"] for counts in usage.values())
+
+    def add_prompt(self, purpose: str, text: str) -> None:
+        self.state.messages.append(Message(role="user", content=text))
+        self.trace.emit(PromptAdded, purpose=purpose, content=text)
+
+    def ask(self, purpose: str, schema: dict[str, Any], max_tokens: int) -> str:
+        raise NotImplementedError("the loop's run answers this")

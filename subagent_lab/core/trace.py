@@ -10,6 +10,7 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Annotated, Any, Literal, Protocol
 
@@ -65,6 +66,11 @@ class RunStarted(_Event):
     """The sampling temperature the run's model calls were sent with; None in older traces."""
     rerun_of: str | None = None
     """Trace of the run this one re-ran with the same start; None for a fresh run."""
+    policies: list[str] = Field(default_factory=list)
+    """The scaffold's policies, in precedence order (``core.policy.policy_names``); empty in
+    traces written before policies (and for a run without any)."""
+    policy_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Each policy's parameters, by name."""
 
 
 class PromptAdded(_Event):
@@ -112,6 +118,22 @@ class ModelCalled(_Event):
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
     parse_ok: bool = True
     cache_hit: bool = False
+    allowed_tools: list[str] | None = None
+    """The actions the grammar offered (None: every tool and ``finish``, or not an action call)."""
+    arg_choices: dict[str, dict[str, list[str]]] = Field(default_factory=dict)
+    """Tool -> argument -> the only values the grammar offered."""
+    narrowed_by: list[str] = Field(default_factory=list)
+    """The policies that narrowed this call's action menu."""
+
+
+class ActionForced(_Event):
+    """An action the harness took without a model call (the menu left only one): a loop step, but
+    no model step."""
+
+    kind: Literal["action_forced"] = "action_forced"
+    action: str
+    narrowed_by: list[str] = Field(default_factory=list)
+    """The policies that narrowed the menu to it."""
 
 
 class ModelCallFailed(_Event):
@@ -206,6 +228,7 @@ Event = Annotated[
     | BudgetDecision
     | Compacted
     | ModelCalled
+    | ActionForced
     | ModelCallFailed
     | ToolStarted
     | ToolFinished
@@ -281,16 +304,17 @@ class TraceSink(Protocol):
     def emit(self, event: _Event) -> None: ...
 
 
-class ShiftedTrace:
-    """A run's trace as a later loop segment of the run writes it: each event's step moved on by
-    ``offset``, the steps earlier segments took, so step numbers continue across segments."""
+class RunTrace:
+    """A run's trace as the loop writes it: the sink stamps each event with the run id and the
+    current step, moved on by ``offset`` (the steps earlier segments of the run took, so step
+    numbers continue across segments)."""
 
-    def __init__(self, inner: TraceSink, offset: int) -> None:
-        self.inner, self.run_id, self.offset = inner, inner.run_id, offset
+    def __init__(self, inner: TraceSink, step: Callable[[], int], offset: int = 0) -> None:
+        self.inner, self.run_id, self.step, self.offset = inner, inner.run_id, step, offset
 
-    def emit(self, event: _Event) -> None:
-        event.step += self.offset
-        self.inner.emit(event)
+    def emit(self, event: type[_Event], /, **fields: Any) -> None:
+        """Build ``event`` from ``fields`` plus the stamps, and write it."""
+        self.inner.emit(event(run_id=self.run_id, step=self.step() + self.offset, **fields))
 
 
 def read_trace(path: str | Path) -> list[Event]:

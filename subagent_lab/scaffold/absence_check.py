@@ -1,0 +1,58 @@
+"""Before the final answer, one yes/no question: does the code the tools showed hold what the task
+looks for? "no" makes the answer cite nothing and say so (an absent task's right answer).
+
+Small models cite what they saw whether or not it answers the task; asked this on its own, with a
+yes/no grammar, the 1.5B model can say the thing is absent, and the answer's grammar follows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from subagent_lab.core.policy import Policy, RunView
+from subagent_lab.core.provenance import constrain_evidence
+
+CHECK_PROMPT = (
+    'Before your final answer, one question. The task was: "{task}"\nLook at the code the tools '
+    'showed you. Does it contain what the task looks for, or not? Reply {{"found": "yes"}} if it '
+    'does, {{"found": "no"}} if the workspace has no such code.'
+)
+"""Restating the task matters: asked only "did the tools show what the task asks for?", the 1.5B
+model answered "yes" on every task, absent ones included (docs/benchmarks.md)."""
+CHECK_TASK_CHARS = 600
+CHECK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"found": {"type": "string", "enum": ["yes", "no"]}},
+    "required": ["found"],
+    "additionalProperties": False,
+}
+ABSENT_PROMPT = (
+    " You found that it does not exist in the workspace: cite no evidence, and say in the summary "
+    "that there is no such code."
+)
+
+
+@dataclass
+class AbsenceCheck(Policy):
+    """``absence_check``; ordered after ``CiteFromSeen``, whose listing and choices it replaces."""
+
+    empty_evidence: bool = True
+    """On "no", the grammar allows no evidence item (with ``evidence_from_seen``)."""
+    name = "absence_check"
+    _absent: bool = field(default=False, init=False)
+
+    def before_final(self, run: RunView) -> None:
+        if not run.contract or not run.executed():  # a run that searched nothing has nothing to judge
+            return
+        run.add_prompt("check", CHECK_PROMPT.format(task=run.task_message[:CHECK_TASK_CHARS]))
+        # Greedy: sampled, the one-token verdict follows the request's seed, which a sweep repeat shares
+        # across its tasks; at temperature 0.3 one seed made main answer "no" on all six smoke tasks.
+        text = run.ask("check", CHECK_SCHEMA, 12)
+        self._absent = '"no"' in text.replace(" ", "")
+
+    def final_prompt(self, run: RunView, lead: str, prompt: str) -> str:
+        return lead + ABSENT_PROMPT if self._absent else prompt
+
+    def answer_schema(self, run: RunView, schema: dict[str, Any]) -> dict[str, Any]:
+        return constrain_evidence(schema, []) if self._absent and self.empty_evidence else schema

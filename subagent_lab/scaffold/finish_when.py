@@ -1,0 +1,28 @@
+"""Only ``finish`` is left after stale turns or after enough Reads (the harness then finishes
+without a model call)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from subagent_lab.core.policy import FINISH, ActionMenu, Policy, RunView
+
+
+@dataclass
+class FinishWhen(Policy):
+    """``finish_after_stale`` / ``finish_after_reads`` (0: never)."""
+
+    stale: int = 0
+    """After this many consecutive stale turns."""
+    reads: int = 0
+    """After this many executed Reads (the 0.5B model's next action after its Read was a repeat
+    on 30 of 30 tasks)."""
+    name = "finish_when"
+
+    def narrow(self, run: RunView, menu: ActionMenu) -> None:
+        if FINISH not in menu.allowed:
+            return
+        if (self.stale and run.stale_turns >= self.stale) or (
+            self.reads and run.executed("Read") >= self.reads
+        ):
+            menu.allowed = [FINISH]

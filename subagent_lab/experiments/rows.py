@@ -34,7 +34,7 @@ def base_row(run: RunSpec) -> dict[str, Any]:
         "task_id": run.task.id,
         "kind": run.task.kind,
         "package": run.task.package,
-        "split": run.task.split,
+        "split": run.suite,  # the suite's name: dev-tree runs dev's tasks in other workspaces
         "profile": run.profile,
         "model_choice": run.model,
         "variant": run.variant.label,

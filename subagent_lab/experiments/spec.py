@@ -69,6 +69,8 @@ class RunSpec(BaseModel):
     model: ModelChoice
     profile: str
     variant: Variant
+    suite: str = "dev"
+    """The suite the task was drawn from (``SweepSpec.split``: ``dev``, ``dev-tree``, ``test``)."""
     scaffold: str | None = None
     """The preset applied under the variant's overrides (None: the profile as written)."""
     scaffold_fields: dict[str, Any] = Field(default_factory=dict)
@@ -127,6 +129,7 @@ def plan_runs(
             model=model,
             profile=spec.profile,
             variant=variant,
+            suite=spec.split,
             scaffold=scaffold,
             scaffold_fields=presets.get(scaffold, {}) if scaffold else {},
             repeat=repeat,

@@ -14,6 +14,7 @@ import json
 import os
 import selectors
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from subagent_lab.core.tool import ToolError
+from subagent_lab.workspace.fdwalk import PathChanged, reopen
 from subagent_lab.workspace.sandbox import DEFAULT_IGNORED_DIRS, SECRET_DIRS, SECRET_NAME_GLOBS, Workspace
 
 TIMEOUT_S = 10.0
@@ -85,6 +87,8 @@ class SearchRun:
     stderr: str = ""
     returncode: int | None = None
     glob: str | None = None  # the caller's glob: rg then searches .gitignored files too
+    prefix: str = ""  # rg ran inside the searched directory: its paths are below this one
+    stdin_path: str | None = None  # rg read the searched file from stdin: its path
 
 
 def _display_line(data: dict[str, Any], is_match: bool, width: int = MAX_LINE_CHARS) -> str:
@@ -111,13 +115,22 @@ def _normalise(path: str) -> str:
 
 def _run(
     ws: Workspace, args: list[str], max_results: int, files_only: bool, line_chars: int = MAX_LINE_CHARS,
-    glob: str | None = None,
+    glob: str | None = None, pinned: _Pinned | None = None,
 ) -> SearchRun:  # fmt: skip
-    """Run rg, parse its JSON stream incrementally, stop once enough results are in."""
+    """Run rg, parse its JSON stream incrementally, stop once enough results are in.
+
+    ``pinned``: the searched directory's descriptor (rg runs in it) or the searched file's
+    (rg reads it from stdin), so that what is searched is what was resolved."""
     run = SearchRun(glob=glob)
-    proc = subprocess.Popen(
-        args, cwd=ws.root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
+    cwd: str | Path = ws.root
+    stdin: int = subprocess.DEVNULL
+    if pinned is not None:
+        run.prefix, run.stdin_path = pinned.prefix, pinned.stdin_path
+        if pinned.stdin_path is None:
+            cwd = f"/proc/self/fd/{pinned.fd}"  # entered by the child before exec: the pinned directory
+        else:
+            stdin = pinned.fd
+    proc = subprocess.Popen(args, cwd=cwd, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
     deadline = time.monotonic() + TIMEOUT_S
     selector = selectors.DefaultSelector()
@@ -181,7 +194,8 @@ def _consume(
     if kind not in ("match", "context"):
         return False
     data = message["data"]
-    path = _normalise(_text(data["path"]))
+    raw_path = _text(data["path"])
+    path = run.stdin_path if run.stdin_path is not None else run.prefix + _normalise(raw_path)
     if ws.hidden_from_search(path, glob=run.glob):  # secrets; .gitignored files a glob re-included
         return False
     if kind == "match":
@@ -244,6 +258,38 @@ def check_pattern(pattern: str, glob: str | None = None) -> None:
         raise ToolError("pattern and glob must be valid text (a lone UTF-16 surrogate was given)") from None
 
 
+@dataclass
+class _Pinned:
+    """A search target held by descriptor: a directory rg runs in, or a file rg reads as stdin."""
+
+    fd: int
+    prefix: str
+    stdin_path: str | None
+
+
+def _pin(ws: Workspace, target: str) -> _Pinned | None:
+    """The target opened by descriptor (None where ``/proc/self/fd`` cannot serve as a cwd).
+
+    rg follows a symlink given as its path argument; naming the target to it would let a
+    directory swapped for a link after the check lead the search outside the workspace.
+    """
+    if not os.path.isdir("/proc/self/fd"):
+        return None
+    with ws.open_path(target) as walked:
+        info = walked.info
+        try:
+            if info is not None and stat.S_ISDIR(info.st_mode):
+                fd = reopen(walked, os.O_RDONLY | os.O_DIRECTORY)
+                return _Pinned(fd, "" if walked.rel == "." else walked.rel + "/", None)
+            fd = reopen(walked, os.O_RDONLY | os.O_NONBLOCK)
+        except PathChanged as exc:
+            raise ToolError(
+                f"'{target}' changed while it was being opened ({exc}); nothing was searched"
+            ) from None
+        os.set_blocking(fd, True)
+        return _Pinned(fd, "", walked.rel)
+
+
 def search_target(ws: Workspace, path: str) -> str:
     """The workspace-relative form of the file or directory ``path`` to search, or ToolError."""
     real = ws.resolve(path)
@@ -275,10 +321,16 @@ def search(
     Stops after ``max_results`` matching lines (files with ``files_only``); ToolError when rg
     timed out, rejected the regex or failed.
     """
+    pinned = _pin(ws, target)
+    rg_target = target if pinned is None else ("-" if pinned.stdin_path is not None else ".")
     args = _build_args(
-        ws, patterns, target, glob, case_insensitive, context, files_only, max_results, fixed_strings
+        ws, patterns, rg_target, glob, case_insensitive, context, files_only, max_results, fixed_strings
     )
-    run = _run(ws, args, max_results, files_only, line_chars, glob)
+    try:
+        run = _run(ws, args, max_results, files_only, line_chars, glob, pinned)
+    finally:
+        if pinned is not None:
+            os.close(pinned.fd)
     shown = patterns[0] if len(patterns) == 1 else " | ".join(patterns)
     scope = f"'{target}'" + (f" (glob {glob!r})" if glob else "")
     if run.timed_out:

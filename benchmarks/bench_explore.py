@@ -28,6 +28,7 @@ import pandas as pd
 import yaml
 
 from subagent_lab.analysis.headline import comparison_sentences, lift_table, readable_lift
+from subagent_lab.analysis.stats import mean_ci
 from subagent_lab.experiments.sweep import SweepSpec, Variant, run_sweep
 
 SHOWN = {"strict_line_recall": "strict recall*", "gold_recall_file": "file recall*"}
@@ -52,6 +53,32 @@ def split_table(df: pd.DataFrame) -> pd.DataFrame:
     return lift.drop(columns=[c for c in ("split",) if c in lift.columns]).merge(extra, on=on, how="left")
 
 
+def retrieval_rows(split: str, tasks: tuple[str, ...], k: int) -> pd.DataFrame:
+    """The retrieval floor: for each task, the top ``k`` code units ``Search`` ranks for its text
+    (BM25 over names, docstrings and bodies; ``tools.symbols``), cited as evidence without a model
+    or a loop, the task as the summary, scored like every arm (without a trace: nothing to see)."""
+    from subagent_lab.bench.scoring import score_run
+    from subagent_lab.bench.suite import load_suite
+    from subagent_lab.experiments.sweep import select_tasks
+    from subagent_lab.tools.symbols.search import retrieval_answer
+    from subagent_lab.workspace.sandbox import Workspace
+
+    rows = []
+    for task in select_tasks(tasks, load_suite(split=split)):
+        root = task.workspace_root()
+        started = time.monotonic()
+        evidence = retrieval_answer(Workspace(root), task.prompt, k)
+        answer = {"status": "completed", "summary": task.prompt, "findings": [], "evidence": evidence}
+        score = score_run(task, answer, root).model_dump()
+        rows.append({
+            "split": split, "task_id": task.id, "kind": task.kind, "model_choice": f"retrieval-{k}",
+            "scaffold": "none (no loop)", "terminal_reason": "completed", "status": "completed",
+            "contract_valid": True, "elapsed_s": time.monotonic() - started, "model_time_s": 0.0,
+            **{key: score[key] for key in ("quality", "strict_line_recall", "gold_recall_file")},
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
 def report(df: pd.DataFrame) -> None:
     """Print every split's tables (see the module docstring)."""
     splits = sorted(df["split"].dropna().unique()) if "split" in df.columns else [None]
@@ -61,9 +88,19 @@ def report(df: pd.DataFrame) -> None:
         model_s = part["model_time_s"].sum() if "model_time_s" in part.columns else float("nan")
         head = f"{split or 'suite'}: {tasks} tasks, {len(part)} runs, {model_s / 60:.1f} min of model time"
         print(f"\n== {head} ==")
+        floors = part[part["model_choice"].astype(str).str.startswith("retrieval")]
+        part = part.drop(index=floors.index)
         with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 60):
             print(split_table(part).to_string(index=False))
         print("  * over the present tasks (absent tasks have no gold span)")
+        for arm, rows in floors.groupby("model_choice"):
+            ci = mean_ci(rows)
+            present = rows[rows["kind"] != "absent"]
+            print(
+                f"  {arm} (top units of Search cited, no model, no loop): quality {ci.mean:.2f} "
+                f"[{ci.low:.2f}, {ci.high:.2f}], strict recall* {present['strict_line_recall'].mean():.2f}, "
+                f"file recall* {present['gold_recall_file'].mean():.2f}"
+            )
         for sentence in comparison_sentences(part):
             print(f"  {sentence}")
         by_kind = part.pivot_table(index="kind", columns=["scaffold", "model_choice"], values="quality")
@@ -85,6 +122,9 @@ def main() -> int:
     parser.add_argument("--out", default=None, help="sweeps directory")
     parser.add_argument("--cache", action="store_true", help="replay recorded model calls")
     parser.add_argument("--save", default=None, help="write the rows to this CSV")
+    parser.add_argument(
+        "--retrieval", type=int, default=4, help="top-k units of the retrieval floor (0: none)"
+    )
     parser.add_argument("--from", dest="source", default=None, help="print the tables of a saved CSV")
     args = parser.parse_args()
     if args.source:
@@ -105,6 +145,8 @@ def main() -> int:
             temperature=args.temperature,
         )
         frames.append(run_sweep(spec, out_dir=args.out, max_workers=args.workers, cache=args.cache))
+        if args.retrieval:
+            frames.append(retrieval_rows(split, spec.tasks, args.retrieval))
     wall = time.monotonic() - started
     df = pd.concat(frames, ignore_index=True)
     print(f"\n{len(df)} runs in {wall / 60:.1f} min wall, {args.workers} worker(s), T={args.temperature}")

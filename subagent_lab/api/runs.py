@@ -369,9 +369,7 @@ def _task_and_workspace(task: str | BenchTask, workspace: str | Path | None) -> 
     """The task text and the workspace: a benchmark task brings its prompt and its package."""
     if isinstance(task, str):
         return task, Path(workspace if workspace is not None else ".")
-    from subagent_lab.bench.suite import package_root
-
-    return task.prompt, Path(workspace) if workspace is not None else package_root(task.package)
+    return task.prompt, Path(workspace) if workspace is not None else task.workspace_root()
 
 
 def _validated(kind: type[Any], base: Any, fields: Mapping[str, Any], where: str) -> Any:

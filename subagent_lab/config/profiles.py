@@ -15,6 +15,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from subagent_lab.config.agent_profile import AgentProfile, apply_overrides
+from subagent_lab.config.scaffolds import (
+    PLAIN,
+    SCAFFOLD_FIELDS,
+    ScaffoldPreset,
+    grammar_aids_on,
+    unknown_fields,
+)
 from subagent_lab.core.contracts import CONTRACTS
 from subagent_lab.core.redact import Redactor
 from subagent_lab.core.types import ConfigError, ModelChoice
@@ -169,7 +176,10 @@ class RuntimeProfile(_Frozen):
             raise ValueError("model_overrides: an override cannot itself hold model_overrides")
         for choice, tuned in self.model_overrides.items():
             apply_overrides(
-                RuntimeProfile, self.model_dump(exclude={"model_overrides"}), tuned, where=f"model_overrides.{choice}"
+                RuntimeProfile,
+                self.model_dump(exclude={"model_overrides"}),
+                tuned,
+                where=f"model_overrides.{choice}",
             )
         if self.contract not in CONTRACTS:
             raise ValueError(f"contract: unknown contract {self.contract!r}; known: {sorted(CONTRACTS)}")
@@ -200,6 +210,10 @@ class ServerConfig(_Frozen):
         return f"http://{self.host}:{self.port}"
 
 
+NO_MODEL = ModelConfig(model="none")
+"""The configuration of the ``none`` choice (``resolve_model``); it never talks to an endpoint."""
+
+
 class LabConfig(_Frozen):
     """Everything in ``profiles.yaml``."""
 
@@ -208,6 +222,8 @@ class LabConfig(_Frozen):
     agents: dict[str, AgentProfile] = {}
     """Parent (main) agents; see ``subagent_lab.config.agent_profile``."""
     server: ServerConfig = ServerConfig()
+    scaffolds: dict[str, ScaffoldPreset] = {}
+    """Named scaffold presets (``subagent_lab.config.scaffolds``); ``plain`` is built in."""
     trace_dir: str = "runs"
     """Where traces go, relative to the config file's directory."""
     source: str | None = None
@@ -220,6 +236,18 @@ class LabConfig(_Frozen):
         unknown = sorted(set(self.models) - {"light", "main"})
         if unknown:
             raise ValueError(f"models: only 'light' and 'main' are model choices, got {unknown}")
+        for name, preset in self.scaffolds.items():
+            if name == "plain":
+                raise ValueError("scaffolds.plain: built in, it cannot be redefined")
+            for field in unknown_fields(preset):
+                known = ", ".join(sorted(SCAFFOLD_FIELDS))
+                raise ValueError(f"scaffolds.{name}.fields.{field}: not a scaffold field; known: {known}")
+            for pname, profile in self.profiles.items():
+                try:
+                    RuntimeProfile.model_validate({**profile.model_dump(), **preset.resolved()})
+                except ValidationError as exc:
+                    where = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+                    raise ValueError(f"scaffolds.{name}.fields (on profile {pname}): {where}") from None
         for name, profile in self.profiles.items():
             if profile.name != name:
                 raise ValueError(f"profiles.{name}.name: must equal its key {name!r}")
@@ -240,8 +268,35 @@ class LabConfig(_Frozen):
         except KeyError:
             raise ConfigError(f"unknown profile {name!r}; known: {sorted(self.profiles)}") from None
 
+    def scaffold(self, name: str) -> ScaffoldPreset:
+        """The preset called ``name`` (``plain`` is built in); a clear error lists the known ones."""
+        if name == "plain":
+            return PLAIN
+        try:
+            return self.scaffolds[name]
+        except KeyError:
+            known = sorted({"plain", *self.scaffolds})
+            raise ConfigError(
+                f"unknown scaffold {name!r}; known: {known} (profiles.yaml: scaffolds)"
+            ) from None
+
+    def check_grammar_aids(self, fields: Mapping[str, Any], choice: ModelChoice, where: str) -> None:
+        """ConfigError when ``fields`` switch on an aid only a grammar can enforce and ``choice``'s
+        endpoint is configured without constrained output (``constrain_output: false``)."""
+        used, cfg, _ = self.resolve_model(choice)
+        aids = grammar_aids_on(dict(fields))
+        if aids and not cfg.constrain_output:
+            raise ConfigError(
+                f"{where}: {', '.join(aids)} need constrained output, but models.{used}.constrain_output "
+                "is false; use the plain scaffold (or turn these off) for this endpoint"
+            )
+
     def resolve_model(self, choice: ModelChoice) -> tuple[ModelChoice, ModelConfig, bool]:
         """The model used for ``choice``: (choice actually used, its config, fell back?)."""
+        if choice == "none":  # the no-model baseline: main's output cap, no endpoint, no price
+            base = self.models["main"]
+            assert base is not None  # guaranteed by _models_defined
+            return "none", NO_MODEL.model_copy(update={"max_output_tokens": base.max_output_tokens}), False
         cfg = self.models.get(choice)
         if cfg is not None:
             return choice, cfg, False

@@ -32,25 +32,24 @@ def check_context(context: Any) -> None:
         return
     if not isinstance(context, dict):
         raise ToolError(f"context must be an object (a JSON mapping), got {type(context).__name__}")
-    stack: list[tuple[Any, int]] = [(context, 1)]
+    stack: list[tuple[Any, int]] = [(context, 1)]  # containers only, with their nesting level
     nodes = 0
     while stack:
         value, depth = stack.pop()
-        nodes += 1
         if depth > MAX_CONTEXT_DEPTH:
             raise ToolError(
                 f"context is nested more than {MAX_CONTEXT_DEPTH} levels deep; pass flat findings and hints"
             )
-        if nodes > MAX_CONTEXT_CHARS:
-            raise ToolError(f"context holds more than {MAX_CONTEXT_CHARS:,} values; pass a short summary")
-        if isinstance(value, dict):
-            stack.extend((v, depth + 1) for v in value.values())
-        elif isinstance(value, list):
-            stack.extend((v, depth + 1) for v in value)
-        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**53:
-            raise ToolError("context holds an integer out of range")
-        elif isinstance(value, float) and not math.isfinite(value):
-            raise ToolError("context holds a number that is not finite")
+        for child in value.values() if isinstance(value, dict) else value:
+            nodes += 1
+            if nodes > MAX_CONTEXT_CHARS:
+                raise ToolError(f"context holds more than {MAX_CONTEXT_CHARS:,} values; pass a short summary")
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
+            elif isinstance(child, int) and not isinstance(child, bool) and abs(child) > 2**53:
+                raise ToolError("context holds an integer out of range")
+            elif isinstance(child, float) and not math.isfinite(child):
+                raise ToolError("context holds a number that is not finite")
     size = len(json.dumps(context, ensure_ascii=False, default=str))
     if size > MAX_CONTEXT_CHARS:
         raise ToolError(f"context is {size:,} characters as JSON; at most {MAX_CONTEXT_CHARS:,}")

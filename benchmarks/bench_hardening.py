@@ -1,0 +1,174 @@
+"""What issue 24's hardening costs: the Bash sandbox per call, the secret scan per observation,
+and the first-search word picker, each before and after, side by side, in one run.
+
+"Before" is the code as it was at ``BEFORE`` (loaded from git, so both sides run on this machine
+in the same process, interleaved): bubblewrap's old argument set (no user namespace, no seccomp
+filter, no prlimit, unsized /tmp) against the new one, on the same commands in the same
+workspace; the old redactor (11 regexes on every text) against the new one (detect-secrets'
+plugin regexes and the harness's own, each gated by its literal needles) on the same observations,
+plain and as the JSON trace line they are written in; the old quadratic picker against the new one.
+
+    .venv/bin/python benchmarks/bench_hardening.py [--calls 15] [--rounds 30]
+
+The target (issue 24): neither the sandbox per Bash call nor the scan per observation more than
+doubles. Runs take ~1-2 minutes on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import types
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from subagent_lab.core.redact import Redactor  # noqa: E402
+from subagent_lab.tools import search_words  # noqa: E402
+from subagent_lab.tools.read import read  # noqa: E402
+from subagent_lab.workspace.bwrap import BashSandbox, run_bwrap  # noqa: E402
+from subagent_lab.workspace.sandbox import Workspace  # noqa: E402
+
+BEFORE = "cd66270"
+"""The last commit before issue 24's changes."""
+
+COMMANDS: dict[str, list[str]] = {
+    "true": ["/bin/sh", "-c", "true"],
+    "ls -la": ["/bin/sh", "-c", "ls -la >/dev/null"],
+    "grep -rn def .": ["/bin/sh", "-c", "grep -rn def . >/dev/null"],
+    "python -c pass": [sys.executable, "-c", "pass"],
+    "git status": ["/bin/sh", "-c", "git status --short >/dev/null 2>&1"],
+}
+
+
+def _old_module(path: str, name: str, package: str = "") -> types.ModuleType:
+    """``path`` as it was at ``BEFORE``, loaded as a module of its own."""
+    source = subprocess.run(
+        ["git", "-C", str(REPO), "show", f"{BEFORE}:{path}"], capture_output=True, text=True, check=True
+    ).stdout
+    module = types.ModuleType(name)
+    module.__package__ = package
+    sys.modules[name] = module
+    exec(compile(source, f"{BEFORE}:{path}", "exec"), module.__dict__)
+    return module
+
+
+def _median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000
+
+
+def bench_sandbox(calls: int) -> None:
+    old = _old_module("subagent_lab/workspace/bwrap.py", "_old_bwrap")
+    new_sandbox, old_sandbox = BashSandbox(), old.BashSandbox()
+    binary = new_sandbox.executable()
+    problem = new_sandbox.problem()
+    if binary is None or problem is not None:
+        print(f"sandbox: skipped ({problem})")
+        return
+    with tempfile.TemporaryDirectory(prefix="bench-hardening-") as scratch:
+        workspace = os.path.realpath(scratch)
+        for package in ("subagent_lab/core", "subagent_lab/tools"):
+            subprocess.run(["cp", "-r", str(REPO / package), workspace], check=True)
+        subprocess.run(["git", "init", "-q", workspace], check=True)
+        print(f"\nBash sandbox, per call ({calls} calls of each command per side, interleaved; median ms)")
+        print(f"{'command':<18}{'before':>10}{'after':>10}{'ratio':>8}")
+        for label, command in COMMANDS.items():
+            before: list[float] = []
+            after: list[float] = []
+            for _ in range(calls):
+                for side, samples in (("old", before), ("new", after)):
+                    with tempfile.TemporaryFile() as out:
+                        started = time.perf_counter()
+                        if side == "old":
+                            old.run_bwrap(old_sandbox, binary, workspace, command, out, 60)
+                        else:
+                            run_bwrap(new_sandbox, binary, workspace, command, out, 60)
+                        samples.append(time.perf_counter() - started)
+            b, a = _median_ms(before), _median_ms(after)
+            print(f"{label:<18}{b:>10.1f}{a:>10.1f}{a / b:>8.2f}")
+
+
+def _observations() -> list[str]:
+    """Tool observations as the model sees them: Read windows of the harness's own files, and a
+    few that hold secrets (so the gated regexes run too)."""
+    ws = Workspace(REPO)
+    texts: list[str] = []
+    for path in sorted((REPO / "subagent_lab").rglob("*.py"))[:120]:
+        rel = str(path.relative_to(REPO))
+        for start in (1, 200):
+            try:
+                texts.append(read(ws, rel, start=start, limit=200))
+            except Exception:  # a window past the end of a short file
+                continue
+    secretish = (
+        "config.py:3: OPENAI_API_KEY = 'sk-abcdefghijklmnopqrstuvwx'\n"
+        "deploy.yaml:7: DATABASE_URL: postgres://app:hunter2-pw@db:5432/app\n"
+        "notes.md:2: aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n"
+    )
+    texts += [secretish * 20] * 10
+    return texts
+
+
+def _time_per_item(fn: Callable[[str], str], items: list[str], rounds: int) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        started = time.perf_counter()
+        for item in items:
+            fn(item)
+        best = min(best, (time.perf_counter() - started) / len(items))
+    return best * 1e6
+
+
+def bench_redaction(rounds: int) -> None:
+    old = _old_module("subagent_lab/core/redact.py", "_old_redact")
+    old_redactor, new_redactor = old.Redactor(), Redactor()
+    new_redactor("warm up: import detect-secrets' plugins once")
+    texts = _observations()
+    lines = [json.dumps({"kind": "tool_finished", "text": t}) for t in texts]
+    chars = sum(map(len, texts)) / len(texts)
+    print(f"\nSecret scan, per observation ({len(texts)} observations, mean {chars:,.0f} chars; "
+          f"best of {rounds} rounds; microseconds)")  # fmt: skip
+    print(f"{'form':<28}{'before':>10}{'after':>10}{'ratio':>8}")
+    for label, items in (("observation text", texts), ("its trace line (JSON)", lines)):
+        b = _time_per_item(old_redactor, items, rounds)
+        a = _time_per_item(new_redactor, items, rounds)
+        print(f"{label:<28}{b:>10.1f}{a:>10.1f}{a / b:>8.2f}")
+
+
+def bench_picker() -> None:
+    old = _old_module("subagent_lab/tools/search_words.py", "_old_search_words", "subagent_lab.tools")
+    words = [f"name{i}x{i * 7 % 13}" for i in range(6000)]
+    print("\nFirst-search word picker, the task's names (seconds for one task)")
+    print(f"{'task chars':<18}{'before':>10}{'after':>10}")
+    for size in (4_000, 8_000, 16_000, 64_000):
+        task = " ".join(words)[:size]
+        started = time.perf_counter()
+        old._candidates(task, "pkg")
+        b = time.perf_counter() - started
+        started = time.perf_counter()
+        search_words._candidates(task, "pkg")
+        a = time.perf_counter() - started
+        print(f"{size:<18,}{b:>10.3f}{a:>10.4f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=15, help="sandboxed calls per command and side")
+    parser.add_argument("--rounds", type=int, default=30, help="rounds over the observations per side")
+    args = parser.parse_args()
+    print(f"before = {BEFORE} (git), after = the working tree; {os.cpu_count()} CPUs, load {os.getloadavg()}")
+    bench_sandbox(args.calls)
+    bench_redaction(args.rounds)
+    bench_picker()
+
+
+if __name__ == "__main__":
+    main()

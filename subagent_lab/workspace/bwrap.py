@@ -21,8 +21,8 @@ in the host's namespace, and cannot make further user namespaces; ``/proc/sys`` 
 host-global corners of ``/proc`` are mounted read-only over the fresh procfs; a seccomp filter
 (``subagent_lab.workspace.seccomp``) refuses mount, ptrace, keyctl, bpf, kexec, module loading,
 clock, host-name and namespace calls; and ``prlimit`` bounds address space, file size, open
-files, core dumps and (where the kernel counts them: not for a host uid 0) processes, while
-``/tmp`` (with ``HOME``) is a tmpfs of a fixed size.
+files and core dumps, a transient pids cgroup bounds the number of processes (the rlimit does
+not, for a host uid 0), and ``/tmp`` (with ``HOME``) is a tmpfs of a fixed size.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
 
+from subagent_lab.workspace.cgroup import PidsGroup
 from subagent_lab.workspace.seccomp import SECCOMP_PACKAGE, SeccompUnavailable, filter_program, program_fd
 
 BWRAP_PACKAGE = "bubblewrap"
@@ -76,7 +77,8 @@ class SandboxLimits:
     open_files: int = 1024
     """RLIMIT_NOFILE."""
     processes: int = 512
-    """RLIMIT_NPROC: counted per host uid; the kernel exempts a host uid 0 (see the module docs)."""
+    """Processes of one command: a pids cgroup where one can be made (``workspace.cgroup``), and
+    RLIMIT_NPROC (counted per host uid, which the kernel does not do for a host uid 0)."""
     tmp_bytes: int = 512 * 1024**2
     """Size of the tmpfs on ``/tmp`` (with ``HOME`` inside it)."""
 
@@ -271,6 +273,11 @@ def run_bwrap(
     info_read, info_write = os.pipe()
     argv = sandbox.argv(binary, workspace, command, seccomp_fd=seccomp)
     argv[1:1] = ["--info-fd", str(info_write)]
+    group = PidsGroup.create(sandbox.limits.processes)
+    if group is not None:
+        # The host's shell joins the pids group, then becomes bwrap: every process of the
+        # sandbox is born inside the group, which counts them whatever their uid.
+        argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', group.procs, *argv]
     try:
         proc = subprocess.Popen(
             argv,
@@ -302,6 +309,8 @@ def run_bwrap(
         os.close(info_read)
     if child is not None:
         _wait_gone(child)
+    if group is not None:
+        group.remove()
     return code, timed_out
 
 

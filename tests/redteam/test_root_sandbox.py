@@ -182,3 +182,36 @@ def test_the_workspace_stays_writable(tmp_path: Path) -> None:
         )
     assert code == 0 and (tmp_path / "a.txt").read_text() == "one\ntwo\n" and (tmp_path / "b").exists()
     assert (tmp_path / "b").stat().st_uid == os.getuid()  # the host sees the harness's own uid
+
+
+FORKS = r"""
+import os, time
+made = 0
+try:
+    for _ in range(200):  # bounded: at most 200 children, each gone within 2 s
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(2)
+            os._exit(0)
+        made += 1
+except OSError as exc:
+    print(f"refused after {made}: {exc.strerror}")
+else:
+    print(f"made {made}")
+"""
+
+
+def test_the_process_count_is_bounded_even_for_host_root(tmp_path: Path) -> None:
+    from subagent_lab.workspace.cgroup import parent_dir
+
+    if parent_dir() is None:
+        pytest.skip("no writable pids cgroup here: only RLIMIT_NPROC applies (documented limit)")
+    sandbox = BashSandbox(limits=SandboxLimits(processes=32))
+    binary = sandbox.executable()
+    assert binary is not None
+    with tempfile.TemporaryFile() as out:
+        run_bwrap(sandbox, binary, str(tmp_path), [sys.executable, "-c", FORKS], out, 60)
+        out.seek(0)
+        text = out.read().decode()
+    assert text.startswith("refused after"), text
+    assert int(text.split()[2].rstrip(":")) < 32

@@ -89,3 +89,22 @@ def test_a_sweep_plans_every_model_under_every_preset_and_names_it(tmp_path: Pat
     assert len({r.seed for r in light_plain}) == len(light_plain)
     assert {r.stamp["weights_sha256"] for r in runs if r.model == "none"} == {"none"}
     assert all(len(r.stamp["weights_sha256"]) == 64 for r in runs if r.model != "none")
+
+
+def test_a_launch_refuses_grammar_only_aids_without_a_grammar(tmp_path: Path, workspace: Path) -> None:
+    from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
+    from subagent_lab.models.baseline import BaselineModel
+
+    raw = yaml.safe_load((REPO / "profiles.yaml").read_text())
+    models = raw["models"]
+    models["light"]["constrain_output"] = False
+    lab = load_config(_write(tmp_path, {"models": models}), env={})
+    launcher = SubagentLauncher(
+        lab, workspace, model_factory=lambda c, cfg: BaselineModel(), trace_dir=tmp_path
+    )
+    aided = lab.scaffold("aided").resolved()
+    with pytest.raises(ConfigError, match=r"constrain_paths.*constrain_output is false"):
+        launcher.launch(SubagentRequest(task="Where is login?", model="light", overrides=aided))
+    plain = lab.scaffold("plain").resolved()
+    result = launcher.launch(SubagentRequest(task="Where is login?", model="light", overrides=plain))
+    assert result.terminal_reason == "completed"

@@ -122,6 +122,8 @@ class SubagentLauncher:
         """
         profile = self.resolve_profile(request)
         choice: ModelChoice = request.model or profile.model
+        # An aid only a grammar enforces would silently not hold on an endpoint sent no grammar.
+        self.config.check_grammar_aids(profile.model_dump(), choice, f"profile {profile.name!r}")
         model = ModelUse(choice, *self.config.resolve_model(choice))
         spec, policies = build.build(
             profile, model.config, seed=request.seed, temperature=request.temperature

@@ -8,6 +8,8 @@ by ``split`` and ``scaffold`` where those columns exist, so a comparison never m
 from __future__ import annotations
 
 import math
+import numbers
+from typing import Any
 
 import pandas as pd
 
@@ -98,3 +100,25 @@ def readable_lift(table: pd.DataFrame) -> pd.DataFrame:
         for w, lo, t in zip(table["wins"], table["losses"], table["ties"], strict=True)
     ]
     return out.reset_index(drop=True)
+
+
+def readable_number(value: Any) -> str:
+    """A number as a person reads it: integers with thousands separators (never ``3.21e+03``),
+    fractions to three decimals; anything else as it is."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+    number = float(value)
+    if math.isnan(number):
+        return "–"
+    if number.is_integer():
+        return f"{int(number):,}"
+    return f"{number:,.0f}" if abs(number) >= 1000 else f"{number:.3f}"
+
+
+def readable(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with every numeric column (not booleans) as ``readable_number`` strings."""
+    shown = df.copy()
+    for column in shown.columns:
+        if pd.api.types.is_numeric_dtype(shown[column]) and not pd.api.types.is_bool_dtype(shown[column]):
+            shown[column] = shown[column].map(readable_number)
+    return shown

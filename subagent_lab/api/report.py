@@ -26,7 +26,7 @@ from typing import Any, TypeGuard
 
 import pandas as pd
 
-from subagent_lab.analysis.headline import comparison_sentences, lift_table, readable_lift
+from subagent_lab.analysis.headline import comparison_sentences, lift_table, readable, readable_lift
 from subagent_lab.analysis.summary import (
     headline,
     plot_budget_curve,
@@ -62,27 +62,10 @@ def _e(value: object) -> str:
     return html.escape(str(value))
 
 
-def readable_number(value: Any) -> str:
-    """A number as a person reads it: integers with thousands separators (never ``3.21e+03``),
-    fractions to three decimals; anything else as it is."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
-    number = float(value)
-    if math.isnan(number):
-        return "–"
-    if number.is_integer():
-        return f"{int(number):,}"
-    return f"{number:,.0f}" if abs(number) >= 1000 else f"{number:.3f}"
-
-
 def _table(df: pd.DataFrame) -> str:
     if df.empty:
         return "<p class='sl-muted'>(no rows)</p>"
-    shown = df.copy()
-    for column in shown.columns:
-        if pd.api.types.is_numeric_dtype(shown[column]) and not pd.api.types.is_bool_dtype(shown[column]):
-            shown[column] = shown[column].map(readable_number)
-    html = shown.to_html(index=False, na_rep="–", classes="sl-table", border=0)
+    html = readable(df).to_html(index=False, na_rep="–", classes="sl-table", border=0)
     return f"<div class='sl-scroll'>{html}</div>"  # a wide table scrolls in its box, not the page
 
 

@@ -143,7 +143,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         cluster=args.cluster,
         storage=args.storage,
     )
-    from subagent_lab.analysis.headline import comparison_sentences, lift_table, readable_lift
+    from subagent_lab.analysis.headline import comparison_sentences, lift_table, readable, readable_lift
 
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_colwidth", 40):
         print("\nComparisons (paired by task; 95% bootstrap intervals):")
@@ -153,12 +153,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print("\nQuality and lift over the no-model baseline (same tasks, same scaffold):")
         print(readable_lift(lift).to_string(index=False))
         print("\nRuns:")
-        print(headline(df).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+        print(readable(headline(df)).to_string(index=False))
         summary = summarize(df)
         print("\nBy model:")
-        print(summary.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print(readable(summary).to_string(index=False))
         print("\nTerminal reasons (share of runs):")
-        print(terminal_reasons(df).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+        print(readable(terminal_reasons(df)).to_string(index=False))
     df.to_csv(out / "results.csv", index=False)
     summary.to_csv(out / "summary.csv", index=False)
     lift.to_csv(out / "lift.csv", index=False)

@@ -258,11 +258,32 @@ def _scrub(value: Any) -> Any:
 
 
 def to_json(model: BaseModel) -> str:
-    """``model`` as one JSON line, even when it holds lone surrogates (see ``_scrub``)."""
+    """``model`` as one JSON line, even when it holds lone surrogates (see ``_scrub``) or data
+    nested past the serialiser's depth limit (cut at ``MAX_EVENT_DEPTH`` levels, marked)."""
     try:
         return model.model_dump_json()
     except PydanticSerializationError:
+        pass
+    try:
         return json.dumps(_scrub(model.model_dump(mode="json")), ensure_ascii=False, separators=(",", ":"))
+    except (ValueError, RecursionError):  # "Maximum serialization depth exceeded"
+        fields = {name: _shallow(getattr(model, name), 0) for name in type(model).model_fields}
+        return json.dumps(_scrub(fields), ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+MAX_EVENT_DEPTH = 64
+
+
+def _shallow(value: Any, depth: int) -> Any:
+    if isinstance(value, BaseModel):
+        value = {name: getattr(value, name) for name in type(value).model_fields}
+    if isinstance(value, (dict, list, tuple)) and depth >= MAX_EVENT_DEPTH:
+        return f"<nested deeper than {MAX_EVENT_DEPTH} levels>"
+    if isinstance(value, dict):
+        return {str(k): _shallow(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_shallow(v, depth + 1) for v in value]
+    return value
 
 
 class TraceWriter:

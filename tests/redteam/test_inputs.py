@@ -104,3 +104,14 @@ def test_profiles_yaml_numbers_and_nul_bytes_are_config_errors(
         load_config(path)
     message = str(failure.value)
     assert str(path) in message and field.rsplit(".", 1)[-1] in message, message
+
+
+def test_the_trace_writer_survives_any_depth(tmp_path: Path) -> None:
+    """A model that is not the adapter (scripted, custom) can still hand the loop 600-level
+    arguments: the event is written with the deep part cut and marked, never an exception."""
+    from subagent_lab.core.trace import ToolStarted, read_trace
+
+    writer = TraceWriter(tmp_path / "t.jsonl", "r")
+    writer.emit(ToolStarted(run_id="r", call_id="c", tool="Task", arguments={"context": _nested(600)}))
+    (event,) = read_trace(tmp_path / "t.jsonl")
+    assert isinstance(event, ToolStarted) and "nested deeper than" in json.dumps(event.arguments)

@@ -56,14 +56,16 @@ def rss_mb() -> tuple[float, float]:
     return int(status["VmRSS"].split()[0]) / 1024, int(status["VmHWM"].split()[0]) / 1024
 
 
-def write_config(root: Path, url: str) -> Path:
+def write_config(root: Path, url: str, pool: int = 0) -> Path:
+    """The repo's profiles.yaml with both models at ``url`` (``pool`` > 0: as a one-replica endpoint
+    pool with that limit, so every model call also takes a cluster-wide semaphore slot)."""
     raw = yaml.safe_load((REPO / "profiles.yaml").read_text())
     for prof in raw["profiles"].values():
         if "system_prompt_file" in prof:
             prof["system_prompt_file"] = str(REPO / prof["system_prompt_file"])
     for model in raw["models"].values():
         if model:
-            model.update(base_url=url, model="fake")
+            model.update(base_url=url, model="fake", **({"endpoints": {url: pool}} if pool else {}))
     raw["trace_dir"] = str(root / "runs")
     path = root / "profiles.yaml"
     path.write_text(yaml.safe_dump(raw))
@@ -234,6 +236,7 @@ def main() -> None:
     parser.add_argument("--root", default=None, help="working directory (default: a new temporary one)")
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-faults", action="store_true")
+    parser.add_argument("--pool", type=int, default=0, help="models as an endpoint pool, this limit")
     args = parser.parse_args()
     root = Path(args.root or tempfile.mkdtemp(prefix="bench-scale-")).resolve()
     (root / "endpoint").mkdir(parents=True, exist_ok=True)
@@ -244,7 +247,7 @@ def main() -> None:
     try:
         assert fake.stdout is not None
         port = int(fake.stdout.readline().split()[1])
-        config = write_config(root, f"http://127.0.0.1:{port}/v1")
+        config = write_config(root, f"http://127.0.0.1:{port}/v1", args.pool)
         print(
             f"root {root}; fake endpoint on 127.0.0.1:{port}; {os.cpu_count()} CPUs; load {os.getloadavg()}"
         )

@@ -17,6 +17,7 @@ from subagent_lab.core.loop import LoopDeps, LoopOutcome, LoopSpec, run_loop
 from subagent_lab.core.model import ModelCallError
 from subagent_lab.core.permissions import PermissionGate
 from subagent_lab.core.trace import (
+    ActionForced,
     BudgetDecision,
     Compacted,
     Event,
@@ -428,3 +429,28 @@ def test_a_later_segment_continues_the_steps_and_leaves_run_ended_to_its_caller(
     ]
     assert min(e.step for e in events) == 3
     assert not any(isinstance(e, RunEnded) for e in events)
+
+
+# --- the trace names the policies, the grammar's offer and the harness's own actions -----------
+
+
+def test_the_trace_records_the_policies_the_offer_and_a_forced_finish(make_launcher: LauncherFactory) -> None:
+    """A Grep that hits, then a repeat of it (a stale turn): finish is forced without a model call."""
+    grep = tool_call("Grep", _id="g", pattern="def login")
+    launcher, model = make_launcher([grep, grep, final(GOOD)])
+    result = launcher.launch(
+        _request(constrain_paths=True, finish_after_stale=1, first_search=0, max_steps=6)
+    )
+    events = read_trace(result.trace_path)
+    [start] = [e for e in events if isinstance(e, RunStarted)]
+    assert start.policies[:3] == ["paths_from_seen", "skip_repeated", "finish_when"] == result.policies[:3]
+    assert start.policy_params["finish_when"] == {"stale": 1, "reads": 0}
+    steps = [e for e in events if isinstance(e, ModelCalled) and e.purpose == "step"]
+    assert len(steps) == 2 and len(model.requests) == 3  # two actions and the answer: no call for finish
+    assert steps[0].allowed_tools == ["Grep", "Glob", "finish"] and steps[0].arg_choices["Grep"] == {
+        "path": ["."]
+    }
+    assert steps[0].arg_choices["Read"] == {"path": []} and "paths_from_seen" in steps[0].narrowed_by
+    assert steps[1].allowed_tools is not None and "Read" in steps[1].allowed_tools  # a file was shown
+    [forced] = [e for e in events if isinstance(e, ActionForced)]
+    assert (forced.action, forced.narrowed_by[-1], forced.step) == ("finish", "finish_when", 2)

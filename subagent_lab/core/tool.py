@@ -29,10 +29,10 @@ __all__ = [
 
 ToolKind = Literal["read", "write", "execute", "delegate"]
 MAX_OBSERVATION_CHARS = 16_000
-READ_LEAD = 10
-"""Lines a small-model Read window shows before the asked line (the loop's read-on asks for the
-line this many past a window's end, so the next window starts right after it)."""
 """Cap on the text one tool call returns to the model (the tools apply tighter caps themselves)."""
+READ_LEAD = 10
+"""Lines a small-model Read window shows before the asked line (``scaffold/read_on.py`` asks for
+the line this many past a window's end, so the next window starts right after it)."""
 
 
 class ToolError(Exception):

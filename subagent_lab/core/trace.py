@@ -318,7 +318,7 @@ class TraceWriter:
 
 
 class TraceSink(Protocol):
-    """Where a run's events go: a ``TraceWriter``, or a ``ShiftedTrace`` view of one."""
+    """Where a run's events go: a ``TraceWriter`` (the loop writes through a ``RunTrace`` over it)."""
 
     run_id: str
 

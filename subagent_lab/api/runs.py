@@ -288,6 +288,8 @@ def sweep(
     runs_dir: str | Path | None = None,
     progress: bool = True,
     scaffolds: str | Sequence[str] | None = None,
+    cluster: str | None = None,
+    storage: str | None = None,
     **overrides: Any,
 ) -> pd.DataFrame:
     """Run (or resume) a grid of benchmark tasks x models x scaffolds x variants x repeats; one row
@@ -322,6 +324,9 @@ def sweep(
         scaffolds: Scaffold presets (``"plain"``, ``"aided"``, ... from ``profiles.yaml``), one grid
             axis: every model runs under each, so a comparison holds the scaffold fixed. None: the
             profile as written.
+        cluster: A Dask scheduler's address (``tcp://host:8786``): the runs go to its workers, which
+            need none of this machine's files (docs/cluster.md).
+        storage: With ``cluster``, an fsspec URL (``file://``, ``s3://``) the workers write traces to.
         **overrides: Profile fields applied to every variant (a variant's own take precedence).
     """
     from subagent_lab.experiments.sweep import SweepSpec, Variant, run_sweep, sweep_dir
@@ -360,6 +365,8 @@ def sweep(
         model_factory=factory,
         cache=factory is None if cache is None else cache,
         progress=progress,
+        cluster=cluster,
+        storage=storage,
     )
     df.attrs["sweep_dir"] = str(sweep_dir(spec, out, lab))
     return df

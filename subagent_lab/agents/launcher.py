@@ -8,6 +8,7 @@ bug, ends as a failed ``SubagentResult`` whose ``terminal_reason`` and ``detail`
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
 import traceback
@@ -27,6 +28,7 @@ from subagent_lab.agents.launch_io import (
 from subagent_lab.agents.result import SubagentResult, cost_usd
 from subagent_lab.config.agent_profile import apply_overrides
 from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile
+from subagent_lab.core.context import estimate_messages
 from subagent_lab.core.loop import LoopDeps, LoopOutcome, LoopSpec, run_loop
 from subagent_lab.core.model import Model
 from subagent_lab.core.permissions import PermissionGate
@@ -61,6 +63,9 @@ class SubagentRequest(BaseModel):
     """Replaces the model's temperature for this run; None keeps the model's."""
     rerun_of: str | None = None
     """Trace of the run this request re-runs (``subagent_lab.api.runs.rerun``); recorded in the new trace."""
+    prior_messages: list[Message] = Field(default_factory=list)
+    """A forked child's start: the parent's conversation so far (its system prompt left out), placed
+    between the child's system prompt and its task; the oldest are dropped to fit (``fork_prefix``)."""
 
 
 class ParentLink(BaseModel):
@@ -227,7 +232,10 @@ class SubagentLauncher:
             trace.emit(RunEnded(run_id=trace.run_id, step=0, **outcome.ended_fields()))
             return outcome
         deps = self._deps(request, profile, policies, llm, trace, cancel, shape, task)
-        messages = [Message(role="system", content=profile.system_prompt), Message(role="user", content=task)]
+        system = Message(role="system", content=profile.system_prompt)
+        first = Message(role="user", content=task)
+        prior = fork_prefix(request.prior_messages, [system, first], profile.context_token_budget)
+        messages = [system, *prior, first]
         return run_loop(spec, deps, messages)
 
     def _shape(self, request: SubagentRequest, policies: tuple[Policy, ...]) -> tuple[TaskShape, str | None]:
@@ -350,6 +358,34 @@ class SubagentLauncher:
                     **extra,
                 )
             )
+
+
+FORK_SHARE = 0.5
+"""At most this share of a forked child's context budget goes to the parent's conversation: the rest
+is left for the child's own turns (compaction would otherwise shorten its first observations)."""
+
+
+def fork_prefix(prior: list[Message], own: list[Message], context_budget: int) -> list[Message]:
+    """The newest of ``prior`` that fit ``FORK_SHARE`` of ``context_budget`` beside ``own`` (the
+    child's system prompt and task), as plain text turns: a tool call becomes its assistant text
+    plus the call, a tool result a user message, so the child's template never sees a call it
+    cannot answer and the child holds no tool it did not get."""
+    room = int(context_budget * FORK_SHARE) - estimate_messages(own)
+    kept: list[Message] = []
+    for message in reversed([_as_text(m) for m in prior if m.role != "system"]):
+        room -= estimate_messages([message])
+        if room < 0:
+            break
+        kept.append(message)
+    return kept[::-1]
+
+
+def _as_text(message: Message) -> Message:
+    if message.role == "tool":
+        text = f"[the parent's {message.name or 'tool'} result]\n{message.content}"
+        return Message(role="user", content=text)
+    calls = "".join(f"\n[the parent called {c.name} {json.dumps(c.arguments)}]" for c in message.tool_calls)
+    return Message(role=message.role, content=f"{message.content or ''}{calls}".strip() or "(empty)")
 
 
 class _NotStarted(Exception):

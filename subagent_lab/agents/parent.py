@@ -32,7 +32,13 @@ from subagent_lab.agents.result import (
     merge_outcomes,
     roll_up,
 )
-from subagent_lab.agents.task_tool import TaskContext
+from subagent_lab.agents.task_tool import (
+    MIN_CHILD_TOKENS,
+    ContextMode,
+    ConversationRecorder,
+    TaskContext,
+    TaskEnvelope,
+)
 from subagent_lab.config.agent_profile import AgentProfile
 from subagent_lab.config.profiles import LabConfig, ModelConfig
 from subagent_lab.core.budget import MIN_OUTPUT_TOKENS
@@ -40,9 +46,9 @@ from subagent_lab.core.loop import LoopDeps, LoopOutcome, LoopSpec, run_loop
 from subagent_lab.core.model import Model
 from subagent_lab.core.permissions import AskPolicy, PermissionGate
 from subagent_lab.core.policy import Policy
-from subagent_lab.core.tool import Tool
+from subagent_lab.core.tool import Tool, ToolError
 from subagent_lab.core.trace import PromptAdded, Redactor, RunEnded, RunStarted, TraceWriter, new_id, to_json
-from subagent_lab.core.types import ConfigError, Message
+from subagent_lab.core.types import ConfigError, Message, ModelChoice
 from subagent_lab.local_models import factory
 from subagent_lab.scaffold import build
 from subagent_lab.tools.edit import ReadStamps
@@ -67,6 +73,13 @@ class MainAgent:
             None takes the profile's. Without scratch it also gates Edit and Bash as a whole.
         profile: The ``agents:`` entry to use.
         scratch_dir: Where scratch copies are created (default: the system temp directory).
+        context_mode: What a Task child starts from besides its task: ``isolated``, ``brief`` (the
+            parent's structured context; the default) or ``forked`` (also the parent's
+            conversation so far, cut to fit the child's context budget).
+        child_model: Every child runs on this model, whatever the parent asks (None: its choice).
+        child_model_factory: The children's models (None: ``model_factory``).
+        forced_delegation: Before the parent's first turn the harness sends the task verbatim to one
+            explore child and puts its envelope after the task: the parent only composes.
     """
 
     def __init__(
@@ -82,6 +95,10 @@ class MainAgent:
         profile: str = "main",
         scratch_dir: str | Path | None = None,
         session_id: str | None = None,
+        context_mode: ContextMode = "brief",
+        child_model: ModelChoice | None = None,
+        child_model_factory: ModelFactory | None = None,
+        forced_delegation: bool = False,
     ) -> None:
         self.config = config
         self.target = Path(target).resolve()
@@ -103,6 +120,10 @@ class MainAgent:
         self.scratch_dir = scratch_dir
         self.session_id = session_id or new_id("session")
         self.trace_dir = config.trace_root()
+        self.context_mode: ContextMode = context_mode
+        self.child_model = child_model
+        self.child_model_factory = child_model_factory or self.model_factory
+        self.forced_delegation = forced_delegation
 
     def system_prompt(self) -> str:
         """The profile's prompt, plus the sub-agent types Task can launch."""
@@ -118,10 +139,13 @@ class MainAgent:
         return build.loop_spec(self.profile, model)  # the same builder as every child's
 
     @staticmethod
-    def _remaining(base: LoopSpec, done: list[LoopOutcome], started: float) -> LoopSpec | None:
-        """The spec for the next segment: what is left of the global budgets, None if too little."""
+    def _remaining(
+        base: LoopSpec, done: list[LoopOutcome], started: float, checked: int = 0
+    ) -> LoopSpec | None:
+        """The spec for the next segment: what is left of the global budgets (``checked``: tokens the
+        verification children spent, which count against the parent's total), None if too little."""
         steps = base.max_steps - sum(o.steps for o in done)
-        tokens = base.total_token_budget - sum(o.usage.total_tokens for o in done)
+        tokens = base.total_token_budget - sum(o.usage.total_tokens for o in done) - checked
         seconds = base.timeout_s - (time.monotonic() - started)
         if steps < 1 or tokens < MIN_OUTPUT_TOKENS or seconds <= 0:
             return None
@@ -160,7 +184,7 @@ class MainAgent:
         launcher = SubagentLauncher(
             self.config,
             workspace.root,
-            model_factory=self.model_factory,
+            model_factory=self.child_model_factory,
             trace_dir=self.trace_dir,
             session_id=self.session_id,
             parent=ParentLink(session_id=self.session_id, run_id=run_id, trace_path=str(trace_path)),
@@ -187,7 +211,13 @@ class MainAgent:
         return MainToolContext(
             workspace=workspace,
             stamps=ReadStamps(),
-            task=TaskContext(launcher=launcher, children_token_cap=self.children_token_cap, cancel=cancel),
+            task=TaskContext(
+                launcher=launcher,
+                children_token_cap=self.children_token_cap,
+                cancel=cancel,
+                context_mode=self.context_mode,
+                child_model=self.child_model,
+            ),
             ask_policy=self.ask_policy,
             bash_timeout_s=self.profile.bash_timeout_s,
             bash_sandbox=BashSandbox(
@@ -215,11 +245,11 @@ class MainAgent:
 
     def _segments(
         self, run: _Run
-    ) -> tuple[list[LoopOutcome], list[tuple[VerificationRecord, SubagentResult]], str | None]:
+    ) -> tuple[list[LoopOutcome], list[tuple[VerificationRecord, SubagentResult | None]], str | None]:
         """The loop, re-entered after each verdict that names something to fix, under what is left of
         the run's budgets: (each segment's outcome, each check, the last answer)."""
         outcomes: list[LoopOutcome] = []
-        checks: list[tuple[VerificationRecord, SubagentResult]] = []
+        checks: list[tuple[VerificationRecord, SubagentResult | None]] = []
         answer: str | None = None
         messages = [
             Message(role="system", content=self.system_prompt()),
@@ -234,6 +264,11 @@ class MainAgent:
                 checks,
                 answer,
             )
+        if self.context_mode == "forked":  # a forked child starts from the conversation so far
+            model = recorder = ConversationRecorder(model)
+            run.ctx.task.conversation = lambda: list(recorder.last)
+        if self.forced_delegation:
+            messages.append(self._forced(run))
         spec: LoopSpec | None = self._spec(run.model.config)
         while spec is not None:
             outcome = run_loop(spec, self._deps(run, model, sum(o.steps for o in outcomes)), messages)
@@ -242,14 +277,16 @@ class MainAgent:
                 answer = unwrap_answer(str(outcome.contract.get("answer", "")))
             if not (self.verify and outcome.terminal_reason == "completed" and answer is not None):
                 break
-            record, child = self._check(run.launcher, run.task, answer, len(checks) + 1)
+            left = self._spec(run.model.config).total_token_budget - _checked(checks)
+            left -= sum(o.usage.total_tokens for o in outcomes)
+            record, child = self._check(run, answer, len(checks) + 1, left)
             checks.append((record, child))
             retries_left = self.profile.max_verification_retries - (len(checks) - 1)
             # UNVERIFIED names nothing the parent could fix: a retry would only spend again.
             if self._passes(record) or record.verdict == "UNVERIFIED" or retries_left <= 0:
                 break
             # The next segment continues the conversation under what is left of the budgets.
-            spec = self._remaining(self._spec(run.model.config), outcomes, run.started)
+            spec = self._remaining(self._spec(run.model.config), outcomes, run.started, _checked(checks))
             if spec is None:
                 break
             feedback = _feedback(record, len(checks), self.profile.max_verification_retries)
@@ -278,21 +315,46 @@ class MainAgent:
             task_message=run.first_message.strip(),
         )
 
+    def _forced(self, run: _Run) -> Message:
+        """Forced delegation: the task, verbatim, to one explore child; its envelope as the message
+        that follows the task (and a ``PromptAdded`` in the trace: the harness wrote it)."""
+        request = SubagentRequest(task=run.task, profile="explore", model=self.child_model)
+        try:
+            observation = TaskEnvelope.from_result(run.ctx.task.launch_capped(request)).observation()
+        except ToolError as exc:  # the cap left too little for even one child
+            observation = f"[explore sub-agent: not started] {exc}"
+        text = f"{FORCED_LEAD}\n{observation}"
+        run.trace.emit(PromptAdded(run_id=run.run_id, step=0, purpose="forced_delegation", content=text))
+        return Message(role="user", content=text)
+
     def _check(
-        self, launcher: SubagentLauncher, task_text: str, answer: str, attempt: int
-    ) -> tuple[VerificationRecord, SubagentResult]:
-        """Launch the verification child on the claim.
+        self, run: _Run, answer: str, attempt: int, tokens_left: int
+    ) -> tuple[VerificationRecord, SubagentResult | None]:
+        """Launch the verification child on the claim, under the children's cap and within what is
+        left of the parent's total budget (both count it); UNVERIFIED when neither leaves enough.
 
         Its verdict counts only when the child ended ``completed``: a child that hit a limit and
         answered in its grace turn (or gave no verdict at all) is UNVERIFIED, whatever it said.
         """
+        task_text = run.task
         claim = (
             "Check whether the main agent's claim below is true of the workspace.\n\n"
             f"The task the main agent was given:\n{task_text.strip()}\n\n"
             f"The main agent's final answer (the claim to check):\n{answer.strip() or '(empty)'}\n\n"
             "Answer PASS only if the files show that the claim holds; FAIL with reasons otherwise."
         )
-        child = launcher.launch(SubagentRequest(task=claim, profile="verification"))
+        request = SubagentRequest(task=claim, profile="verification")
+        budget = run.launcher.resolve_profile(request).total_token_budget
+        try:
+            if tokens_left < MIN_CHILD_TOKENS:
+                raise ToolError(f"the main agent's total_token_budget leaves {max(tokens_left, 0)} tokens")
+            if tokens_left < budget:
+                request.overrides = {"total_token_budget": tokens_left, "context_token_budget": tokens_left}
+            child = run.ctx.task.launch_capped(request, task=False)
+        except ToolError as exc:
+            why = f"no verification child was started: {exc}"
+            return VerificationRecord(attempt=attempt, verdict="UNVERIFIED", reasons=[why], child_run_id="",
+                                      child_status="not_started"), None  # fmt: skip
         contract = child.contract or {}
         given = contract.get("verdict")
         finished = child.terminal_reason == "completed" and not child.grace_used
@@ -325,7 +387,7 @@ class MainAgent:
         self,
         run: _Run,
         outcomes: list[LoopOutcome],
-        checks: list[tuple[VerificationRecord, SubagentResult]],
+        checks: list[tuple[VerificationRecord, SubagentResult | None]],
         answer: str | None,
     ) -> MainRunResult:
         ctx, workspace, scratch = run.ctx, run.workspace, run.scratch
@@ -340,7 +402,7 @@ class MainAgent:
                 status="partial", detail=f"verification {verdict} after {len(checks)} checks: {why}"
             )
         children = [child_record(r, "task") for r in ctx.task.results]
-        children += [child_record(c, "verification") for _, c in checks]
+        children += [child_record(c, "verification") for _, c in checks if c is not None]
         return MainRunResult(
             **merged,
             **roll_up(run.model.used, merged["usage"], cost_usd(merged["usage"], run.model.config), children),
@@ -386,6 +448,17 @@ class _Run:
     policies: tuple[Policy, ...]
     first_message: str
     cancel: threading.Event | None
+
+
+FORCED_LEAD = (
+    "The harness sent your task, word for word, to an explore sub-agent. Its report follows; answer "
+    "the task from it (cite its path:line evidence):"
+)
+
+
+def _checked(checks: list[tuple[VerificationRecord, SubagentResult | None]]) -> int:
+    """Tokens the verification children spent so far."""
+    return sum(child.usage.total_tokens for _, child in checks if child is not None)
 
 
 def unwrap_answer(text: str) -> str:

@@ -5,15 +5,20 @@ from __future__ import annotations
 import json
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest, SubagentResult
+from subagent_lab.core.model import Model
+from subagent_lab.core.tokens import CountsPrompts
 from subagent_lab.core.tool import Tool, ToolError
-from subagent_lab.core.types import ConfigError, RunStatus
+from subagent_lab.core.types import ConfigError, Message, ModelChoice, ModelRequest, ModelResponse, RunStatus
 
+ContextMode = Literal["isolated", "brief", "forked"]
+CONTEXT_MODES: tuple[ContextMode, ...] = ("isolated", "brief", "forked")
 MIN_CHILD_TOKENS = 2000
 """A child granted fewer tokens than this could not fit its first call; delegation is refused."""
 MAX_CONTEXT_DEPTH = 16
@@ -101,6 +106,23 @@ class TaskEnvelope(BaseModel):
         return "\n".join(lines)
 
 
+class ConversationRecorder:
+    """The parent's model, remembering the conversation of its last call and the reply (what a
+    forked child starts from: a Task call is dispatched right after the call that made it)."""
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+        self.last: list[Message] = []
+        if isinstance(model, CountsPrompts):  # keep the exact counts of the model it wraps
+            self.count_prompt = model.count_prompt
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        response = self.model.complete(request)
+        reply = Message(role="assistant", content=response.text, tool_calls=response.tool_calls)
+        self.last = [*request.messages, reply]
+        return response
+
+
 @dataclass
 class TaskContext:
     """What the Task tool runs against: a launcher bound to the parent, plus limits across calls."""
@@ -114,11 +136,21 @@ class TaskContext:
     results: list[SubagentResult] = field(default_factory=list)
     reserved: int = 0
     """Tokens of the cap promised to children still running (parallel Task calls share the cap)."""
+    context_mode: ContextMode = "brief"
+    """What a child starts from besides its task: ``isolated`` (nothing: a ``context`` is dropped),
+    ``brief`` (the parent's structured ``context``), ``forked`` (that, and the parent's conversation
+    so far from ``conversation``, cut to fit the child's context budget)."""
+    conversation: Callable[[], list[Message]] | None = None
+    """The parent's conversation so far (set by the parent; read by ``forked``)."""
+    child_model: ModelChoice | None = None
+    """Every child runs on this model, whatever the parent asks (None: the parent's ``model``)."""
+    other_tokens: int = 0
+    """Tokens of children launched outside Task (verification) that count against the cap too."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def children_tokens(self) -> int:
-        return sum(r.usage.total_tokens for r in self.results)
+        return sum(r.usage.total_tokens for r in self.results) + self.other_tokens
 
     def _reserve(self, wanted: int) -> int | None:
         """Reserve up to ``wanted`` tokens of the cap; None = no cap. ToolError when too little is left."""
@@ -137,12 +169,34 @@ class TaskContext:
             self.reserved += share
             return share
 
-    def _settle(self, share: int | None, result: SubagentResult | None) -> None:
+    def _settle(self, share: int | None, result: SubagentResult | None, *, task: bool = True) -> None:
         with self._lock:
             self.reserved -= share or 0
-            if result is not None:
+            if result is not None and not task:
+                self.other_tokens += result.usage.total_tokens
+            elif result is not None:
                 self.results.append(result)
                 self.envelopes.append(TaskEnvelope.from_result(result))
+
+    def launch_capped(self, request: SubagentRequest, *, task: bool = True) -> SubagentResult:
+        """Launch ``request`` under the cap: its budget tightened to the share reserved for it
+        (ToolError when too little is left), its tokens counted once it ends. ``task=False``: a
+        child the parent launches itself (verification), counted but not listed in ``results``."""
+        profile = self.launcher.resolve_profile(request)
+        share = self._reserve(profile.total_token_budget)
+        if share is not None and share < profile.total_token_budget:
+            # The cap across children tightens this child's own budget; it never loosens it.
+            request.overrides = {
+                **request.overrides,
+                "total_token_budget": share,
+                "context_token_budget": min(profile.context_token_budget, share),
+            }
+        result = None
+        try:
+            result = self.launcher.launch(request, cancel=self.cancel)
+        finally:
+            self._settle(share, result, task=task)
+        return result
 
 
 def task(
@@ -170,24 +224,18 @@ def task(
     known = sorted(ctx.launcher.config.profiles)
     if subagent_type not in known:
         raise ToolError(f"subagent_type must be one of {known}, got {subagent_type!r}")
-    profile = ctx.launcher.config.profile(subagent_type)
+    forked = ctx.context_mode == "forked" and ctx.conversation is not None
     request = SubagentRequest(
-        task=f"{description.strip()}\n\n{prompt.strip()}", profile=subagent_type, model=model, context=context
+        task=f"{description.strip()}\n\n{prompt.strip()}",
+        profile=subagent_type,
+        model=ctx.child_model or model,
+        context=None if ctx.context_mode == "isolated" else context,
+        prior_messages=ctx.conversation() if forked and ctx.conversation else [],
     )
-    share = ctx._reserve(profile.total_token_budget)
-    if share is not None and share < profile.total_token_budget:
-        # The cap across children tightens this child's own budget; it never loosens it.
-        request.overrides = {
-            "total_token_budget": share,
-            "context_token_budget": min(profile.context_token_budget, share),
-        }
-    result = None
     try:
-        result = ctx.launcher.launch(request, cancel=ctx.cancel)
+        result = ctx.launch_capped(request)
     except ConfigError as exc:
         raise ToolError(str(exc)) from None
-    finally:
-        ctx._settle(share, result)
     return TaskEnvelope.from_result(result).observation()
 
 

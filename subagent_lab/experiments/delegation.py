@@ -1,0 +1,346 @@
+"""The delegation study: does a parent that delegates keep its context small, move cost to a
+cheaper model, and at what price in answer quality (docs/evaluation.md, "The delegation study").
+
+The explore suite's tasks are the parent's questions; its final answer must cite ``path:line``
+evidence and is scored like an explore answer (``delegation_ledger.score_parent``). One grid
+axis, the **cell**, is an arm and the child's context mode:
+
+- ``alone``: the parent with Read/Grep/Glob;
+- ``delegate-light`` / ``delegate-main``: the parent with Task only, every child on light / main;
+- ``forced-delegation``: the harness sends the question verbatim to one explore child (light) and
+  the parent, holding no tool, composes its answer from the envelope: the value of delegation
+  without the parent model's skill at deciding to delegate;
+- context modes of the child: ``isolated`` (the task only), ``brief`` (the parent's structured
+  ``context``), ``forked`` (the parent's conversation so far, within the child's context budget).
+
+``STUDY_CELLS`` is the issue's grid: the four arms isolated, and the three modes on
+``delegate-light``. Rows go to ``results.jsonl`` (``experiments.rows.ResultLog``) as runs finish;
+the same spec resumes. ``baseline=True`` runs every model as the no-model baseline (the parent
+``ParentBaseline``, children ``BaselineModel``): the floor, and notebook 4's CI default.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field
+
+from subagent_lab.agents.launcher import ModelFactory, SubagentRequest, SubagentResult
+from subagent_lab.agents.parent import MainAgent
+from subagent_lab.agents.task_tool import ContextMode, TaskContext
+from subagent_lab.bench.suite import BenchTask, load_suite
+from subagent_lab.config.agent_profile import AgentProfile, apply_overrides
+from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile, load_config
+from subagent_lab.core.model import Model
+from subagent_lab.core.tool import ToolError
+from subagent_lab.core.types import ModelChoice
+from subagent_lab.experiments.delegation_ledger import (
+    answer_evidence,
+    ledger_columns,
+    parent_ledgers,
+    score_parent,
+)
+from subagent_lab.experiments.parent_baseline import ParentBaseline
+from subagent_lab.experiments.provenance import provenance, row_stamp
+from subagent_lab.experiments.rows import SCORE_COLUMNS, ResultLog, load_results
+
+Arm = Literal["alone", "delegate-light", "delegate-main", "forced-delegation"]
+ARMS: tuple[Arm, ...] = ("alone", "delegate-light", "delegate-main", "forced-delegation")
+ARM_TOOLS: dict[Arm, tuple[str, ...]] = {
+    "alone": ("Read", "Grep", "Glob"),
+    "delegate-light": ("Task",),
+    "delegate-main": ("Task",),
+    "forced-delegation": (),
+}
+ARM_CHILD: dict[Arm, ModelChoice | None] = {
+    "alone": None, "delegate-light": "light", "delegate-main": "main", "forced-delegation": "light",
+}  # fmt: skip
+EVIDENCE_ASK = (
+    "Find the answer in the workspace with your tools; do not answer from memory. In your final answer "
+    "cite every place that shows it as path:line (for example pkg/module.py:42 or pkg/module.py:42-50)."
+)
+"""Appended to every arm's question, the same words for each: the parent's answer must carry evidence."""
+PARENT_BUDGET: dict[str, Any] = {"max_steps": 6, "context_token_budget": 8000, "total_token_budget": 24000}
+CHILD_BUDGET: dict[str, Any] = {"max_steps": 6}
+
+
+class Cell(BaseModel):
+    """One arm with one context mode (``alone`` has no child: its mode is ``isolated``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    arm: Arm
+    context_mode: ContextMode = "isolated"
+
+    @property
+    def label(self) -> str:
+        """``delegate-light`` for the isolated cell, ``delegate-light/forked`` for another mode."""
+        return self.arm if self.context_mode == "isolated" else f"{self.arm}/{self.context_mode}"
+
+
+STUDY_CELLS: tuple[Cell, ...] = (
+    *(Cell(arm=arm) for arm in ARMS),
+    Cell(arm="delegate-light", context_mode="brief"),
+    Cell(arm="delegate-light", context_mode="forked"),
+)
+
+
+class DelegationSpec(BaseModel):
+    """The study's grid: splits x tasks x cells x repeats."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = "delegation"
+    splits: tuple[str, ...] = ("dev", "test")
+    tasks_per_split: int = Field(default=10, ge=1)
+    """Tasks taken from each split, round-robin over the task kinds (all five in 10)."""
+    cells: tuple[Cell, ...] = STUDY_CELLS
+    repeats: int = Field(default=1, ge=1)
+    parent_model: ModelChoice = "main"
+    baseline: bool = False
+    """Every model is the no-model baseline (parent ``ParentBaseline``, children ``BaselineModel``)."""
+    scaffold: str | None = "aided"
+    """The children's scaffold preset (one for every arm); None: the explore profile as written."""
+    parent_budget: dict[str, Any] = Field(default_factory=lambda: dict(PARENT_BUDGET))
+    child_budget: dict[str, Any] = Field(default_factory=lambda: dict(CHILD_BUDGET))
+    children_token_cap: int | None = 60000
+
+    def key(self) -> str:
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:10]
+
+
+class StudyRun(BaseModel):
+    """One parent run of the grid: everything a worker needs."""
+
+    run_key: str
+    task: BenchTask
+    split: str
+    cell: Cell
+    repeat: int
+    spec: DelegationSpec
+    config_path: str | None
+    trace_dir: str
+    cache_dir: str | None = None
+    """The model-call cache the configured models go through (None: no cache)."""
+    stamp: dict[str, Any] = Field(default_factory=dict)
+
+
+def study_tasks(split: str, n: int) -> list[BenchTask]:
+    """``n`` tasks of ``split``, round-robin over its kinds in suite order (every kind early)."""
+    suite = load_suite(split=split)
+    kinds = list(dict.fromkeys(t.kind for t in suite))
+    queues = {k: [t for t in suite if t.kind == k] for k in kinds}
+    picked: list[BenchTask] = []
+    while len(picked) < min(n, len(suite)):
+        for kind in kinds:
+            if queues[kind] and len(picked) < n:
+                picked.append(queues[kind].pop(0))
+    return picked
+
+
+def plan_study(
+    spec: DelegationSpec, *, config_path: str | None, out: Path, lab: LabConfig, cache: bool = False
+) -> list[StudyRun]:
+    """Every parent run of the study, in a deterministic order."""
+    runs: list[StudyRun] = []
+    for split in spec.splits:
+        tasks = study_tasks(split, spec.tasks_per_split)
+        models: list[ModelChoice] = ["none"] if spec.baseline else [spec.parent_model, "light", "main"]
+        stamp = row_stamp(provenance(lab, tasks, models), models[0])
+        for task in tasks:
+            for cell in spec.cells:
+                for repeat in range(spec.repeats):
+                    key = "|".join([split, task.id, cell.label, str(repeat)])
+                    cache_dir = str(out.parent / "model-cache") if cache else None
+                    runs.append(
+                        StudyRun(
+                            run_key=key,
+                            task=task,
+                            split=split,
+                            cell=cell,
+                            repeat=repeat,
+                            spec=spec,
+                            config_path=config_path,
+                            trace_dir=str(out / "traces"),
+                            stamp=stamp,
+                            cache_dir=cache_dir,
+                        )
+                    )
+    return runs
+
+
+def study_config(lab: LabConfig, run: StudyRun) -> LabConfig:
+    """The configuration one run uses: the parent's tools and budgets for its arm, the children's
+    budgets and scaffold preset, traces under the study's directory."""
+    spec = run.spec
+    base = lab.agents.get("main") or AgentProfile()
+    parent = {**spec.parent_budget, "tools": list(ARM_TOOLS[run.cell.arm]), "verify": False}
+    parent["model"] = "none" if spec.baseline else spec.parent_model
+    agent = apply_overrides(AgentProfile, base, parent, where="delegation study: agents.main")
+    preset = lab.scaffold(spec.scaffold).resolved() if spec.scaffold else {}
+    explore = apply_overrides(RuntimeProfile, lab.profile("explore"), preset, spec.child_budget,
+                              where="delegation study: profiles.explore")  # fmt: skip
+    return lab.model_copy(
+        update={
+            "agents": {**lab.agents, "main": agent},
+            "profiles": {**lab.profiles, "explore": explore},
+            "trace_dir": run.trace_dir,
+        }
+    )
+
+
+def _factories(
+    lab: LabConfig, run: StudyRun, parent: ModelFactory | None, child: ModelFactory | None
+) -> tuple[ModelFactory, ModelFactory]:
+    """The parent's and the children's model factories (the configured models behind the call
+    cache when the run names one; custom factories as given)."""
+    if run.spec.baseline:
+        from subagent_lab.models.baseline import BaselineModel
+
+        return parent or (lambda c, cfg: ParentBaseline()), child or (lambda c, cfg: BaselineModel())
+    if parent is not None and child is not None:
+        return parent, child
+    from subagent_lab.local_models.factory import default_model_factory
+
+    default = default_model_factory(lab)
+    if run.cache_dir:
+        from subagent_lab.models.cache import CachingModel, config_namespace
+
+        inner, where = default, run.cache_dir
+
+        def default(choice: ModelChoice, cfg: ModelConfig) -> Model:
+            return CachingModel(inner(choice, cfg), where, namespace=config_namespace(lab, cfg))
+
+    return parent or default, child or parent or default
+
+
+def execute_study_run(
+    run: StudyRun, parent_factory: ModelFactory | None = None, child_factory: ModelFactory | None = None
+) -> dict[str, Any]:
+    """Run one parent of the grid and return its row; a crash becomes a row with the traceback."""
+    started = time.time()
+    row: dict[str, Any] = {
+        "run_key": run.run_key, "split": run.split, "task_id": run.task.id, "kind": run.task.kind,
+        "package": run.task.package, "arm": run.cell.arm, "context_mode": run.cell.context_mode,
+        "cell": run.cell.label, "repeat": run.repeat, "baseline": run.spec.baseline, **run.stamp,
+    }  # fmt: skip
+    try:
+        lab = study_config(load_config(run.config_path), run)
+        parents, children = _factories(lab, run, parent_factory, child_factory)
+        root = run.task.workspace_root()
+        agent = MainAgent(
+            lab,
+            root,
+            model_factory=parents,
+            child_model_factory=children,
+            scratch=False,  # no arm holds Edit or Bash: the parent reads the workspace itself
+            verify=False,
+            children_token_cap=run.spec.children_token_cap,
+            context_mode=run.cell.context_mode,
+            child_model="none" if run.spec.baseline else ARM_CHILD[run.cell.arm],
+            forced_delegation=run.cell.arm == "forced-delegation",
+        )
+        result = agent.run(f"{run.task.prompt.strip()}\n\n{EVIDENCE_ASK}")
+        score = score_parent(run.task, result, root).model_dump(mode="json")
+        row.update(ledger_columns(parent_ledgers(result, lab)))
+        row.update(
+            parent_model=result.model_used,
+            child_model=",".join(dict.fromkeys(c.model_used for c in result.children)),
+            terminal_reason=result.terminal_reason,
+            status=result.status,
+            detail=result.detail[-800:],
+            steps=result.steps,
+            sub_agents=len(result.children),
+            answer=(result.answer or "")[:2000],
+            answer_evidence=len(answer_evidence(result.answer)),
+            parent_cost_usd=result.cost_usd,
+            children_cost_usd=result.total_cost_usd - result.cost_usd,
+            total_cost_usd=result.total_cost_usd,
+            elapsed_s=result.elapsed_s,
+            usage_estimated=result.total_usage.estimated,
+            trace_path=result.trace_path,
+            child_traces=",".join(c.trace_path for c in result.children),
+            error=None,
+        )
+        for key in SCORE_COLUMNS:
+            value = score.get(key)
+            row[key] = len(value) if isinstance(value, list) else value
+    except Exception:  # recorded, not lost: the study goes on
+        row.update(terminal_reason="crashed", status="failed", error=traceback.format_exc()[-3000:],
+                   elapsed_s=time.time() - started)  # fmt: skip
+    return row
+
+
+def study_dir(spec: DelegationSpec, out_dir: str | Path | None = None, lab: LabConfig | None = None) -> Path:
+    """``<out_dir>/<name>-<spec hash>`` (default ``out_dir``: ``<trace_dir>/sweeps``)."""
+    lab = lab or load_config()
+    return (Path(out_dir) if out_dir else lab.trace_root() / "sweeps") / f"{spec.name}-{spec.key()}"
+
+
+def run_study(
+    spec: DelegationSpec,
+    *,
+    config_path: str | Path | None = None,
+    out_dir: str | Path | None = None,
+    workers: int = 1,
+    parent_factory: ModelFactory | None = None,
+    child_factory: ModelFactory | None = None,
+    progress: bool = False,
+    cache: bool = True,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
+) -> pd.DataFrame:
+    """Run (or resume) the study and return its table, one row per parent run (``df.attrs["study_dir"]``)."""
+    lab = load_config(config_path)
+    out = study_dir(spec, out_dir, lab)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "spec.json").write_text(spec.model_dump_json(indent=2))
+    log = ResultLog(out / "results.jsonl")
+    done = {row["run_key"] for row in log.rows() if row.get("terminal_reason") != "crashed"}
+    custom = parent_factory is not None or spec.baseline  # a custom model's calls never enter the cache
+    planned = plan_study(spec, config_path=lab.source, out=out, lab=lab, cache=cache and not custom)
+    runs = [r for r in planned if r.run_key not in done]
+    if runs and not spec.baseline and parent_factory is None:
+        from subagent_lab.local_models.server import ensure_server
+
+        ensure_server(lab)  # once, up front, rather than racing to start it from workers
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(execute_study_run, r, parent_factory, child_factory) for r in runs]
+        for n, future in enumerate(as_completed(futures), 1):
+            row = future.result()
+            log.append(row)
+            if progress:
+                print(f"[{n}/{len(runs)}] {row['run_key']}: {row.get('terminal_reason')}", flush=True)
+            if on_row is not None:
+                on_row(row)
+    df = load_results(out)
+    df.attrs["study_dir"] = str(out)
+    return df
+
+
+def run_children(
+    ctx: TaskContext, requests: Sequence[SubagentRequest], *, parallel: bool
+) -> tuple[list[SubagentResult | str], float]:
+    """Launch ``requests`` as children of one parent turn, at once (one server slot each) or one
+    after the other, under ``ctx``'s children's cap; each result, or why the cap refused it, in
+    request order, and the wall time."""
+    started = time.monotonic()
+
+    def one(request: SubagentRequest) -> SubagentResult | str:
+        try:
+            return ctx.launch_capped(request.model_copy(deep=True))
+        except ToolError as exc:
+            return str(exc)
+
+    if parallel:
+        with ThreadPoolExecutor(max_workers=max(len(requests), 1)) as pool:
+            results = list(pool.map(one, requests))
+    else:
+        results = [one(r) for r in requests]
+    return results, time.monotonic() - started

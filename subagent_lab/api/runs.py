@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from subagent_lab.agents.result import MainRunResult
+    from subagent_lab.agents.task_tool import ContextMode
     from subagent_lab.bench.suite import BenchTask
 
 __all__ = ["explore", "run", "run_parent", "sweep"]
@@ -227,6 +228,9 @@ def run_parent(
     cache: bool | str | Path = False,
     config: ConfigArg = None,
     runs_dir: str | Path | None = None,
+    context_mode: ContextMode = "brief",
+    child_model: ModelArg = None,
+    forced_delegation: bool = False,
     **overrides: Any,
 ) -> MainRunResult:
     """Run a main (parent) agent on ``task``; it may delegate to sub-agents through ``Task``.
@@ -249,6 +253,14 @@ def run_parent(
         cache: Replay identical model calls (as in ``sl.explore``).
         config: A ``LabConfig``, a ``profiles.yaml`` path, or None for the default file.
         runs_dir: Where the traces go; default: the config's ``trace_dir``.
+        context_mode: What a ``Task`` child starts from besides its task: ``isolated`` (nothing),
+            ``brief`` (the parent's structured ``context``, the default) or ``forked`` (also the
+            parent's conversation so far, cut to fit the child's context budget).
+        child_model: Every child's model, whatever the parent asks: ``"light"``/``"main"``/``"none"``,
+            a model object or a factory (None: the parent's choice, served by ``model``).
+        forced_delegation: The harness sends ``task`` verbatim to one explore child before the
+            parent's first turn and gives the parent its envelope (pass ``tools=[]`` to leave the
+            parent no tool choice): the delegation study's ``forced-delegation`` arm.
         **overrides: Agent profile fields, e.g. ``max_steps=4, tools=["Read", "Grep", "Task"]``.
     """
     from subagent_lab.agents.parent import MainAgent
@@ -267,7 +279,14 @@ def run_parent(
         profiles[name] = _validated(RuntimeProfile, lab.profile(name), fields, f"profiles.{name}")
     lab = lab.model_copy(update={"agents": agents, "profiles": profiles, "trace_dir": str(runs)})
     text, root = _task_and_workspace(task, target)
-    agent = MainAgent(lab, root, model_factory=factory, scratch=scratch, verify=verify, profile=profile)
+    child_factory, child_choice = None, None
+    if isinstance(child_model, str):
+        child_choice = as_choice(child_model)
+    elif child_model is not None:
+        child_factory = factory_for(child_model, lab, cache, runs)[0]
+    agent = MainAgent(lab, root, model_factory=factory, scratch=scratch, verify=verify, profile=profile,
+                      context_mode=context_mode, child_model=child_choice, child_model_factory=child_factory,
+                      forced_delegation=forced_delegation)  # fmt: skip
     return agent.run(text)
 
 

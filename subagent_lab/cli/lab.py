@@ -111,10 +111,23 @@ def args_sweep(parser: argparse.ArgumentParser) -> None:
         "--storage", default=None, metavar="URL", help="with --cluster: fsspec URL workers write traces to"
     )
     parser.add_argument("--out", default=None, help="sweeps directory (default: <trace_dir>/sweeps)")
+    parser.add_argument(
+        "--study",
+        choices=["delegation"],
+        default=None,
+        help="a preset study instead of a grid: 'delegation' (issue 21: dev and test, the four arms and "
+        "three context modes; --tasks-per-split, --repeats, --workers, --out, --no-cache apply)",
+    )
+    parser.add_argument("--tasks-per-split", type=int, default=10, help="with --study (default 10)")
+    parser.add_argument(
+        "--baseline", action="store_true", help="with --study: every model the no-model baseline"
+    )
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Run (or resume) a sweep and print its tables; also writes results.csv, summary.csv and a plot."""
+    if args.study == "delegation":
+        return _cmd_delegation(args)
     import pandas as pd
 
     from subagent_lab.analysis.summary import headline, summarize, terminal_reasons
@@ -164,6 +177,42 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     lift.to_csv(out / "lift.csv", index=False)
     _save_plot(df, out / "terminal_reasons.png")
     print(f"\nwritten: {out / 'results.csv'}, summary.csv and terminal_reasons.png beside it")
+    return 0
+
+
+def _cmd_delegation(args: argparse.Namespace) -> int:
+    """The delegation study, resumable: its rows, one table per split, its sentences and its plot."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from subagent_lab.experiments.delegation import DelegationSpec, run_study, study_dir
+    from subagent_lab.experiments.delegation_table import (
+        plot_quality_vs_context,
+        readable,
+        study_sentences,
+        study_table,
+    )
+
+    spec = DelegationSpec(tasks_per_split=args.tasks_per_split, repeats=args.repeats, baseline=args.baseline)
+    print(f"study {spec.name}-{spec.key()} -> {study_dir(spec, args.out)}")
+    df = run_study(spec, config_path=args.config, out_dir=args.out, workers=args.workers,
+                   cache=not args.no_cache, progress=True)  # fmt: skip
+    out = Path(df.attrs["study_dir"])
+    with pd.option_context("display.width", 250, "display.max_columns", 30):
+        for split in dict.fromkeys(df["split"]):
+            print(f"\n{split} (means over tasks, 95% bootstrap intervals; Δ alone paired by task):")
+            print(readable(study_table(df, split)).to_string(index=False))
+            for sentence in study_sentences(df, split):
+                print(f"  {sentence}")
+    df.to_csv(out / "results.csv", index=False)
+    ax = plot_quality_vs_context(df)
+    ax.figure.tight_layout()
+    ax.figure.savefig(out / "quality_vs_context.png", dpi=110)
+    plt.close(ax.figure)
+    print(f"\nwritten: {out / 'results.csv'} and quality_vs_context.png beside it")
     return 0
 
 

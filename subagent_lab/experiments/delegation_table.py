@@ -15,6 +15,9 @@ import pandas as pd
 from subagent_lab.analysis.stats import mean_ci, paired_difference
 
 BASE_CELL = "alone"
+CELL_ORDER = ("alone", "delegate-light", "delegate-main", "forced-delegation", "delegate-light/brief",
+              "delegate-light/forked")  # fmt: skip
+"""The tables' row order (the study's grid); other cells follow, by name."""
 MEASURES: dict[str, str] = {
     "parent_peak_context": "parent peak context",
     "parent_tokens": "parent tokens",
@@ -35,7 +38,9 @@ def study_table(df: pd.DataFrame, split: str, measures: dict[str, str] | None = 
     95% interval), ``_diff`` and ``_diff_low``/``_diff_high`` (the cell − ``alone`` paired by task;
     ``nan`` for ``alone`` itself or without an ``alone`` row)."""
     rows = _ok(df[df["split"] == split])
-    cells = list(dict.fromkeys(rows["cell"]))
+    cells = sorted(
+        dict.fromkeys(rows["cell"]), key=lambda c: (CELL_ORDER.index(c) if c in CELL_ORDER else 99, c)
+    )
     out: list[dict[str, Any]] = []
     for cell in cells:
         group = rows[rows["cell"] == cell]

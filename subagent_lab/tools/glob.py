@@ -8,10 +8,12 @@ only when they stay inside the workspace and are never descended into.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from subagent_lab.core.tool import MAX_OBSERVATION_CHARS, Observation, ObservationBuilder, Span, ToolError
 from subagent_lab.workspace.sandbox import Workspace
@@ -234,7 +236,7 @@ def find_paths(ws: Workspace, pattern: str, path: str = ".") -> Found:
     base_rel = ws.rel(base)
     if not base.is_dir():
         raise ToolError(f"'{base_rel}' is a file, not a directory; use Read to view it")
-    found, cut = _walk(ws, compiled, str(base), base_rel)
+    found, cut = _walk(ws, compiled, base_rel)
     found.sort()
     notes = (
         [f"the walk stopped after {cut}, so results are incomplete; narrow path or pattern"] if cut else []
@@ -298,20 +300,72 @@ def glob(ws: Workspace, pattern: str, path: str = ".", max_results: int = 200) -
     return out.build()
 
 
-def _walk(ws: Workspace, compiled: _Compiled, base: str, base_rel: str) -> tuple[list[str], str]:
-    """Depth-first walk below ``base``; returns (workspace-relative matches, why it was cut or '')."""
+class _Dir:
+    """An open directory descriptor shared by the entries below it still waiting on the stack."""
+
+    __slots__ = ("fd", "refs")
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.refs = fd, 0
+
+    def release(self) -> None:
+        self.refs -= 1
+        if self.refs <= 0 and self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _open_below(ws: Workspace, parent: _Dir | None, name: str, ws_rel: str) -> int | None:
+    """The directory ``name`` opened through its parent's descriptor (``O_NOFOLLOW``: a directory
+    swapped for a link since it was listed is not entered); the base by a walk from the root."""
+    if parent is None:
+        return ws.open_dir(ws_rel)
+    try:
+        return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent.fd)
+    except OSError as exc:
+        # Out of descriptors (a tree thousands deep): walk this one from the root instead.
+        return ws.open_dir(ws_rel) if exc.errno == errno.EMFILE else None
+
+
+def _walk(ws: Workspace, compiled: _Compiled, base_rel: str) -> tuple[list[str], str]:
+    """Depth-first walk below ``base_rel``; returns (workspace-relative matches, why it was cut or '').
+
+    Directories are listed through descriptors, each opened relative to its parent's with
+    ``O_NOFOLLOW`` from the base resolved by descriptor: a directory swapped for a link to a place
+    outside during the walk is never listed. Open descriptors are at most one per level."""
     found: list[str] = []
     prefix = "" if base_rel == "." else base_rel + "/"
-    stack: list[tuple[str, str, frozenset[tuple[int, int]]]] = [(base, "", compiled.start())]
+    # (the parent's descriptor, the name in it, the path below the base, the pattern's states)
+    stack: list[Any] = [(None, base_rel, "", compiled.start())]
+    opened: list[_Dir] = []
+    try:
+        return _walk_stack(ws, compiled, prefix, stack, opened, found)
+    finally:
+        for holder in opened:
+            if holder.fd >= 0:
+                os.close(holder.fd)
+                holder.fd = -1
+
+
+def _walk_stack(
+    ws: Workspace, compiled: _Compiled, prefix: str, stack: list[Any], opened: list[_Dir], found: list[str]
+) -> tuple[list[str], str]:
     deadline = time.monotonic() + TIME_BUDGET_S
     seen = 0
     while stack:
-        directory, dir_rel, states = stack.pop()
+        parent, name, dir_rel, states = stack.pop()
+        fd = _open_below(ws, parent, name, prefix + dir_rel if dir_rel else prefix.rstrip("/") or ".")
+        if parent is not None:
+            parent.release()
+        if fd is None:
+            continue  # unreadable, vanished or swapped directory: skip it, as find(1) does
+        holder = _Dir(fd)
+        opened.append(holder)
         try:
-            with os.scandir(directory) as entries:
+            with os.scandir(fd) as entries:
                 listing = list(entries)
         except OSError:
-            continue  # unreadable or vanished directory: skip it, as find(1) does
+            listing = []
         for entry in listing:
             seen += 1
             if seen > MAX_ENTRIES:
@@ -338,5 +392,9 @@ def _walk(ws: Workspace, compiled: _Compiled, base: str, base_rel: str) -> tuple
             if compiled.accepts(next_states) and (is_dir or not compiled.dirs_only):
                 found.append(display_path(ws_rel) + ("/" if is_dir else ""))
             if is_dir and not is_link and compiled.can_continue(next_states):
-                stack.append((entry.path, rel, next_states))
+                holder.refs += 1
+                stack.append((holder, entry.name, rel, next_states))
+        if holder.refs == 0:
+            holder.refs = 1
+            holder.release()
     return found, ""

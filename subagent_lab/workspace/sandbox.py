@@ -30,7 +30,7 @@ from subagent_lab.core.secret_policy import (
     is_secret_name,
 )
 from subagent_lab.core.tool import ToolDeniedError, ToolError
-from subagent_lab.workspace.fdwalk import PathChanged, PathEscape, PathLoop, Walked, reopen, walk
+from subagent_lab.workspace.fdwalk import PathChanged, PathEscape, PathLoop, Walked, WalkError, reopen, walk
 
 __all__ = [
     "DEFAULT_IGNORED_DIRS", "SECRET_DIRS", "SECRET_NAME_GLOBS", "Workspace", "holds_private_key",
@@ -227,6 +227,24 @@ class Workspace:
                     f"'{path}' changed while it was being opened ({exc}); nothing was read"
                 ) from None
             return fd, walked.rel, os.fstat(fd)
+
+    def open_dir(self, rel: str) -> int | None:
+        """A descriptor for listing the directory ``rel`` (workspace-relative, no policy applied:
+        the caller filters entries), resolved by descriptor; None when it is not a directory
+        inside the root any more."""
+        try:
+            root_fd = os.open(self._root_real, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            with walk(root_fd, rel, (self._root_real, self._root_given)) as walked:
+                if walked.info is None or not stat.S_ISDIR(walked.info.st_mode):
+                    return None
+                return reopen(walked, os.O_RDONLY | os.O_DIRECTORY)
+        except (WalkError, OSError):
+            return None
+        finally:
+            os.close(root_fd)
 
     def _key_in(self, walked: Walked) -> bool:
         """Whether the walked regular file holds a private key (cached by its stat signature)."""

@@ -59,7 +59,7 @@ def renamer(scene: Scene) -> Iterator[threading.Event]:
     d, real, link = scene.root / "d", scene.root / "d.real", scene.root / "d.link"
 
     def run() -> None:
-        for _ in range(SWAPS):
+        for n in range(SWAPS):
             if done.is_set():
                 return
             with contextlib.suppress(OSError):
@@ -69,7 +69,9 @@ def renamer(scene: Scene) -> Iterator[threading.Event]:
                 done.wait(0.0002)
                 os.unlink(d)
                 os.rename(real, d)  # and a directory again
-                done.wait(0.0002)  # both states last long enough to be met mid-call
+                # Both states last long enough to be met mid-call; every fourth directory state
+                # is long enough for a whole read-then-edit on a loaded machine.
+                done.wait(0.01 if n % 4 == 0 else 0.0002)
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
@@ -185,3 +187,16 @@ def test_a_link_renamed_in_and_out_during_resolution(scene: Scene) -> None:
         stop.set()
         thread.join(30)
     assert outcomes <= {"File: ", "Error:"}, outcomes
+
+
+def test_glob_never_lists_a_directory_outside(scene: Scene) -> None:
+    from subagent_lab.tools.glob import find_paths
+
+    (scene.outside / f"{OUTSIDE_TOKEN}.py").write_text("x = 1\n")
+    with renamer(scene):
+        for _ in range(CALLS // 3):
+            try:
+                paths = find_paths(scene.ws, "**/*").paths
+            except ToolError:
+                continue
+            assert not any(OUTSIDE_TOKEN in p for p in paths), paths

@@ -108,7 +108,8 @@ def _definitions(ws: Workspace, rel: str) -> list[tuple[int, int, str]]:
     """(line, indent, text) of each ``class``/``def`` line of a file, in order (none if unreadable)."""
     found: list[tuple[int, int, str]] = []
     try:
-        with open(ws.resolve(rel), encoding="utf-8", errors="replace") as fh:
+        fd, _, _ = ws.open_file(rel)  # the checked file's own descriptor, not its name again
+        with open(fd, encoding="utf-8", errors="replace") as fh:
             for number, text in enumerate(fh, start=1):
                 if number > OUTLINE_SCAN_LINES:
                     break

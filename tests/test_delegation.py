@@ -359,3 +359,14 @@ def test_the_study_runs_on_the_no_model_baseline_and_tabulates(tmp_path: Path) -
     assert len(study_sentences(df, "dev")) == 1
     again = run_study(spec, out_dir=tmp_path)  # resumed: nothing runs again
     assert sorted(again["run_key"]) == sorted(df["run_key"]) and len(again) == 2
+
+
+def test_run_parent_takes_the_studys_arms(config: LabConfig, workspace: Path, tmp_path: Path) -> None:
+    import subagent_lab as sl
+
+    child = ScriptedModel([final(GOOD)])
+    parent = ScriptedModel([final("login: app/auth.py:4-5")])
+    result = sl.run_parent("Where is login?", workspace, parent, child_model=child, forced_delegation=True,
+                           context_mode="isolated", config=config, runs_dir=tmp_path, tools=[])  # fmt: skip
+    assert [c.via for c in result.children] == ["task"] and len(child.requests) == 1
+    assert result.answer == "login: app/auth.py:4-5" and parent.requests[0].phase == "final"

@@ -279,9 +279,13 @@ def execute_study_run(
 
 
 def study_dir(spec: DelegationSpec, out_dir: str | Path | None = None, lab: LabConfig | None = None) -> Path:
-    """``<out_dir>/<name>-<spec hash>`` (default ``out_dir``: ``<trace_dir>/sweeps``)."""
+    """``<out_dir>/<name>-<spec hash>-<provenance hash>`` (default ``out_dir``: ``<trace_dir>/sweeps``):
+    rows of another code, configuration, prompt, task or weights version never mix."""
     lab = lab or load_config()
-    return (Path(out_dir) if out_dir else lab.trace_root() / "sweeps") / f"{spec.name}-{spec.key()}"
+    tasks = [t for split in spec.splits for t in study_tasks(split, spec.tasks_per_split)]
+    models: list[ModelChoice] = ["none"] if spec.baseline else [spec.parent_model, "light", "main"]
+    key = provenance(lab, tasks, models).key()
+    return (Path(out_dir) if out_dir else lab.trace_root() / "sweeps") / f"{spec.name}-{spec.key()}-{key}"
 
 
 def run_study(

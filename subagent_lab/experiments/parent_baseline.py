@@ -6,10 +6,10 @@ evidence whatever its arm. This policy takes every offer a parent's arm makes, w
 model, and cites what its tools (or its children) showed:
 
 - **act phase**, first rule that applies: (1) Task is offered and not called yet: delegate the task
-  verbatim to an explore child (the question as its ``prompt``, the workspace paths seen so far as
-  its ``context``); (2) no call made yet and Grep is offered: Grep for the task's first code-like
-  name (``baseline.task_name``); (3) nothing read yet, a result names a file and Read is offered: Read
-  the first; (4) otherwise finish.
+  verbatim to an explore child (the question as its ``description`` and ``prompt``, the workspace
+  paths seen so far as its ``context``); (2) no call made yet and Grep is offered: Grep for the
+  task's first code-like name (``baseline.task_name``); (3) nothing read yet, a result names a file
+  and Read is offered: Read the first; (4) otherwise finish.
 - **final phase**: a short text naming the first ``MAX_CITED`` ``path:line`` locations the
   conversation's tool results (or the forced delegation's envelope) hold, each on its own line.
 
@@ -57,8 +57,10 @@ def parent_action(request: ModelRequest) -> tuple[str, dict[str, object]]:
     if "Task" in allowed and not any(c.name == "Task" for c in made):
         files = sorted({m for text in _results(request.messages) for m in _FILE.findall(text)})
         context = {"files_seen": files} if files else None
+        # The description leads the child's task: the question itself, so that the child baseline
+        # (it searches for the first paragraph's first code-like name) searches for the question's.
         args: dict[str, object] = {
-            "description": "explore the question",
+            "description": task,
             "prompt": task,
             "subagent_type": "explore",
         }

@@ -255,18 +255,9 @@ class MainAgent:
             Message(role="system", content=self.system_prompt()),
             Message(role="user", content=run.first_message),
         ]
-        try:
-            model = self.model_factory(run.model.used, run.model.config)
-        except Exception as exc:  # the endpoint could not be set up: a model error, not a crash
-            detail = f"model setup failed: {exc}"
-            return (
-                [LoopOutcome(terminal_reason="model_error", status="failed", detail=detail)],
-                checks,
-                answer,
-            )
-        if self.context_mode == "forked":  # a forked child starts from the conversation so far
-            model = recorder = ConversationRecorder(model)
-            run.ctx.task.conversation = lambda: list(recorder.last)
+        model = self._model(run)
+        if isinstance(model, LoopOutcome):
+            return [model], checks, answer
         if self.forced_delegation:
             messages.append(self._forced(run))
         spec: LoopSpec | None = self._spec(run.model.config)
@@ -297,6 +288,19 @@ class MainAgent:
                 PromptAdded(run_id=run.run_id, step=step, purpose="verification", content=feedback)
             )
         return outcomes, checks, answer
+
+    def _model(self, run: _Run) -> Model | LoopOutcome:
+        """The parent's model (recording the conversation for forked children), or the failed
+        outcome of a model that cannot be set up (a model error, not a crash)."""
+        try:
+            model: Model = self.model_factory(run.model.used, run.model.config)
+        except Exception as exc:
+            detail = f"model setup failed: {exc}"
+            return LoopOutcome(terminal_reason="model_error", status="failed", detail=detail)
+        if self.context_mode == "forked":  # a forked child starts from the conversation so far
+            model = recorder = ConversationRecorder(model)
+            run.ctx.task.conversation = lambda: list(recorder.last)
+        return model
 
     def _deps(self, run: _Run, model: Model, step_offset: int) -> LoopDeps:
         return LoopDeps(
@@ -355,29 +359,7 @@ class MainAgent:
             why = f"no verification child was started: {exc}"
             return VerificationRecord(attempt=attempt, verdict="UNVERIFIED", reasons=[why], child_run_id="",
                                       child_status="not_started"), None  # fmt: skip
-        contract = child.contract or {}
-        given = contract.get("verdict")
-        finished = child.terminal_reason == "completed" and not child.grace_used
-        verdict: Verdict = given if finished and given in ("PASS", "FAIL", "PARTIAL") else "UNVERIFIED"
-        reasons = [str(r) for r in contract.get("reasons") or []]
-        if not child.contract:
-            reasons = [child.summary]
-        elif not finished:
-            reasons.insert(
-                0,
-                f"the verification child ended {child.terminal_reason}; its verdict {given!r} was given "
-                "in a grace turn after a limit and does not count",
-            )
-        record = VerificationRecord(
-            attempt=attempt,
-            verdict=verdict,
-            reasons=reasons,
-            child_run_id=child.run_id,
-            child_status=child.status,
-            child_terminal_reason=child.terminal_reason,
-            child_verdict=given if isinstance(given, str) else None,
-        )
-        return record, child
+        return _verdict(child, attempt), child
 
     def _passes(self, record: VerificationRecord) -> bool:
         """Whether the gate lets the answer stand on this verdict."""
@@ -454,6 +436,34 @@ FORCED_LEAD = (
     "The harness sent your task, word for word, to an explore sub-agent. Its report follows; answer "
     "the task from it (cite its path:line evidence):"
 )
+
+
+def _verdict(child: SubagentResult, attempt: int) -> VerificationRecord:
+    """The gate's record of a verification child: its verdict, which counts only when it ended
+    ``completed`` without a grace turn."""
+    contract = child.contract or {}
+    given = contract.get("verdict")
+    finished = child.terminal_reason == "completed" and not child.grace_used
+    verdict: Verdict = given if finished and given in ("PASS", "FAIL", "PARTIAL") else "UNVERIFIED"
+    reasons = [str(r) for r in contract.get("reasons") or []]
+    if not child.contract:
+        reasons = [child.summary]
+    elif not finished:
+        reasons.insert(
+            0,
+            f"the verification child ended {child.terminal_reason}; its verdict {given!r} was given "
+            "in a grace turn after a limit and does not count",
+        )
+    record = VerificationRecord(
+        attempt=attempt,
+        verdict=verdict,
+        reasons=reasons,
+        child_run_id=child.run_id,
+        child_status=child.status,
+        child_terminal_reason=child.terminal_reason,
+        child_verdict=given if isinstance(given, str) else None,
+    )
+    return record
 
 
 def _checked(checks: list[tuple[VerificationRecord, SubagentResult | None]]) -> int:

@@ -83,6 +83,7 @@ def run_parallel(args: argparse.Namespace) -> None:
     from subagent_lab.bench.scoring import context_from_trace, score_run
     from subagent_lab.bench.suite import load_suite
     from subagent_lab.config.profiles import load_config
+    from subagent_lab.core.types import ModelChoice
     from subagent_lab.experiments.delegation import run_children
 
     lab = load_config(args.config)
@@ -90,7 +91,7 @@ def run_parallel(args: argparse.Namespace) -> None:
     package = suite[0].package
     tasks = [t for t in suite if t.package == package][:2]  # one parent's workspace: one package
     root = tasks[0].workspace_root()
-    choice = "none" if args.baseline else args.model
+    choice: ModelChoice = "none" if args.baseline else "main" if args.model == "main" else "light"
     if choice != "none":
         from subagent_lab.local_models.server import ensure_server
 
@@ -122,8 +123,8 @@ def run_parallel(args: argparse.Namespace) -> None:
         walls = [r["wall_s"] for r in rows]
         qs = [q for r in rows for q in r["quality"]]
         tokens = statistics.mean(r["tokens"] for r in rows)
-        quality = statistics.mean(qs) if qs else float("nan")
-        print(f"{mode:12} {statistics.median(walls):>14.1f} {tokens:>12,.0f} {quality:>13.2f}")
+        mean_q = statistics.mean(qs) if qs else float("nan")
+        print(f"{mode:12} {statistics.median(walls):>14.1f} {tokens:>12,.0f} {mean_q:>13.2f}")
     par = statistics.median(r["wall_s"] for r in figures["parallel"])
     seq = statistics.median(r["wall_s"] for r in figures["sequential"])
     print(f"parallel / sequential wall time: {par / seq:.2f}")

@@ -129,10 +129,10 @@ def plot_quality_vs_context(df: pd.DataFrame, ax: Any = None) -> Any:
         table = study_table(df, split, {k: MEASURES[k] for k in ("parent_peak_context", "quality")})
         for _, r in table.iterrows():
             x, y = r["parent_peak_context"], r["quality"]
-            xerr = [[x - r["parent_peak_context_low"]], [r["parent_peak_context_high"] - x]]
-            yerr = [[y - r["quality_low"]], [r["quality_high"] - y]]
-            xerr = None if any(math.isnan(v[0]) for v in xerr) else xerr
-            yerr = None if any(math.isnan(v[0]) for v in yerr) else yerr
+            xs = [[x - r["parent_peak_context_low"]], [r["parent_peak_context_high"] - x]]
+            ys = [[y - r["quality_low"]], [r["quality_high"] - y]]
+            xerr = None if any(math.isnan(v[0]) for v in xs) else xs
+            yerr = None if any(math.isnan(v[0]) for v in ys) else ys
             ax.errorbar(
                 x,
                 y,

@@ -46,9 +46,14 @@ def workspace_overview(workspace: Workspace, limit: int = 40) -> str:
 
 
 def render_task(
-    task: str, context: dict[Any, Any] | None, overview: str | None = None, files: list[str] | None = None
+    task: str,
+    context: dict[Any, Any] | None,
+    overview: str | None = None,
+    files: list[str] | None = None,
+    sections: list[str] | None = None,
 ) -> str:
-    """The child's first user message: the task, the parent's structured context, the layout."""
+    """The child's first user message: the task, the parent's structured context, the layout, the
+    files the task names, then ``sections`` (a repo map) as they are."""
     parts = [task.strip()]
     if context:
         rendered = json.dumps(plain_json(context), indent=2, sort_keys=True, ensure_ascii=False)
@@ -57,6 +62,7 @@ def render_task(
         parts.append(overview)
     if files:
         parts.append("Files named in the task: " + ", ".join(files))
+    parts += [s for s in sections or () if s]
     return "\n\n".join(parts)
 
 

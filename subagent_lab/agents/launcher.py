@@ -209,8 +209,8 @@ class SubagentLauncher:
         """Start the trace, check the workspace, set up the model, run the loop."""
         spec, policies = scaffold
         started = time.monotonic()
-        shape, problem = self._shape(request, policies)
-        task = render_task(request.task, request.context, shape.overview, shape.files)
+        shape, problem = self._shape(request, profile, policies)
+        task = render_task(request.task, request.context, shape.overview, shape.files, shape.sections)
         trace.emit(self._started(request, profile, spec, policies, model, trace.run_id, task))
         self._parent_event(
             "subagent_started",
@@ -238,7 +238,9 @@ class SubagentLauncher:
         messages = [system, *prior, first]
         return run_loop(spec, deps, messages)
 
-    def _shape(self, request: SubagentRequest, policies: tuple[Policy, ...]) -> tuple[TaskShape, str | None]:
+    def _shape(
+        self, request: SubagentRequest, profile: RuntimeProfile, policies: tuple[Policy, ...]
+    ) -> tuple[TaskShape, str | None]:
         """The first message's parts as the policies shape them, and why the workspace is unusable
         (None when it is fine)."""
         shape = TaskShape(task=request.task)
@@ -246,7 +248,7 @@ class SubagentLauncher:
             shape.layout = workspace_overview(self.workspace)  # also proves the workspace is readable
         except OSError as exc:  # removed or made unreadable since the launcher was created
             return shape, f"workspace {self.workspace.root} is unavailable: {type(exc).__name__}: {exc}"
-        context = RunContext(request.task, self.workspace, self.workspace.root, ())
+        context = RunContext(request.task, self.workspace, self.workspace.root, build.tool_names(profile))
         for policy in policies:
             policy.shape_task(context, shape)
         return shape, None
@@ -275,7 +277,7 @@ class SubagentLauncher:
             parent_trace=self.parent.trace_path if self.parent else None,
             contract=profile.contract,
             endpoint=self.config.endpoint_url(model.config),
-            tools=list(profile.tools),
+            tools=list(build.tool_names(profile)),
             workspace=str(self.workspace.root),
             system_prompt=profile.system_prompt,
             task=task,
@@ -306,15 +308,16 @@ class SubagentLauncher:
             glob_max_results=profile.glob_max_results,
             read_outline=profile.read_outline,
         )
+        names = build.tool_names(profile)
         return LoopDeps(
             model=llm,
-            tools=build_tools(profile.tools, profile.tool_interface, limits),
-            gate=PermissionGate(mode="readonly_subagent", allowlist=frozenset(profile.tools)),
+            tools=build_tools(names, profile.tool_interface, limits),
+            gate=PermissionGate(mode="readonly_subagent", allowlist=frozenset(names)),
             tool_context=self.workspace,
             workspace_root=self.workspace.root,
             trace=trace,
             cancel=cancel,
-            shown=[Span(path) for path in shape.files],
+            shown=[*(Span(path) for path in shape.files), *shape.shown],
             policies=policies,
             task=request.task,
             task_message=task.strip(),

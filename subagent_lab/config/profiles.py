@@ -27,7 +27,9 @@ from subagent_lab.core.redact import Redactor
 from subagent_lab.core.types import ConfigError, ModelChoice
 from subagent_lab.core.yaml_load import load_yaml_file, read_config_text
 
-READONLY_TOOLS: frozenset[str] = frozenset({"Read", "Grep", "Glob"})
+SYMBOL_TOOLS: tuple[str, ...] = ("Find", "Refs", "Outline", "Search")
+"""The symbol index's tools (``tools/symbols``), small-model interface only; read-only."""
+READONLY_TOOLS: frozenset[str] = frozenset({"Read", "Grep", "Glob", *SYMBOL_TOOLS})
 FORBIDDEN_IN_SUBAGENTS: frozenset[str] = frozenset(
     {"Task", "Edit", "Write", "Bash", "MultiEdit", "NotebookEdit", "TodoWrite", "WebFetch"}
 )
@@ -156,6 +158,13 @@ class RuntimeProfile(_Frozen):
     """Put the workspace's top-level entries in the task (small models copy that line into arguments)."""
     min_tool_calls: int = Field(default=1, ge=0)
     """Executed tool calls required before a final answer is accepted; 0 lets the model answer blind."""
+    symbol_tools: bool = False
+    """The child also gets Find, Refs, Outline and Search (``SYMBOL_TOOLS``, after ``tools``): a
+    preset can name the tool set, which ``tools`` (not a scaffold field) cannot."""
+    repo_map_tokens: int = Field(default=0, ge=0)
+    """The first message ends with a repo map of at most this many tokens (estimated): the files and
+    their most-referenced definitions (``tools.symbols.repo_map``), each shown unit counting as seen.
+    0: no map."""
 
     @model_validator(mode="after")
     def _invariants(self) -> RuntimeProfile:
@@ -167,6 +176,8 @@ class RuntimeProfile(_Frozen):
         unknown = sorted(set(self.tools) - READONLY_TOOLS)
         if unknown:
             raise ValueError(f"tools: unknown tools {unknown}; allowed are {sorted(READONLY_TOOLS)}")
+        if (self.symbol_tools or set(self.tools) & set(SYMBOL_TOOLS)) and self.tool_interface != "simple":
+            raise ValueError("tools: Find, Refs, Outline and Search exist in tool_interface 'simple' only")
         if self.context_token_budget > self.total_token_budget:
             raise ValueError(
                 f"context_token_budget ({self.context_token_budget}) must be <= "

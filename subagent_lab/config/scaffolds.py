@@ -48,6 +48,9 @@ PLAIN_FIELDS: dict[str, Any] = {
     "task_paths": False,
     "show_layout": False,
     "min_tool_calls": 0,
+    # The symbol index (tools/symbols): its four tools and the repo map as first context.
+    "symbol_tools": False,
+    "repo_map_tokens": 0,
 }
 """The built-in ``plain`` preset, and the value of every field a preset leaves out."""
 
@@ -87,9 +90,15 @@ def unknown_fields(preset: ScaffoldPreset) -> list[str]:
     return sorted(set(preset.fields) - SCAFFOLD_FIELDS)
 
 
+HASH_NEUTRAL: dict[str, Any] = {"symbol_tools": False, "repo_map_tokens": 0}
+"""Scaffold fields added after rows were recorded, with their off value: ``scaffold_hash`` leaves
+them out at that value, so a scaffold that does not use them hashes as before they existed."""
+
+
 def scaffold_hash(fields: dict[str, Any]) -> str:
     """A short, stable hash of resolved scaffold fields (the same settings, the same hash)."""
-    blob = json.dumps(fields, sort_keys=True, default=str)
+    kept = {k: v for k, v in fields.items() if k not in HASH_NEUTRAL or v != HASH_NEUTRAL[k]}
+    blob = json.dumps(kept, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
 
 

@@ -45,6 +45,10 @@ class TaskShape:
     """The layout line the first message shows (None: none)."""
     files: list[str] = field(default_factory=list)
     """Files the first message names; they count as shown before the first step."""
+    sections: list[str] = field(default_factory=list)
+    """Texts the first message ends with, in order (a repo map); none by default."""
+    shown: list[Span] = field(default_factory=list)
+    """Locations those sections show; they count as shown before the first step."""
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from subagent_lab.config.agent_profile import AgentProfile
-from subagent_lab.config.profiles import ModelConfig, RuntimeProfile
+from subagent_lab.config.profiles import SYMBOL_TOOLS, ModelConfig, RuntimeProfile
 from subagent_lab.core.loop_state import LoopSpec
 from subagent_lab.core.policy import Policy
 from subagent_lab.scaffold.absence_check import AbsenceCheck
@@ -22,6 +22,7 @@ from subagent_lab.scaffold.grace import Grace
 from subagent_lab.scaffold.paths_from_seen import PathsFromSeen
 from subagent_lab.scaffold.read_after_hits import ReadAfterHits
 from subagent_lab.scaffold.read_on import ReadOn
+from subagent_lab.scaffold.repo_map import RepoMap
 from subagent_lab.scaffold.require_evidence import RequireEvidence
 from subagent_lab.scaffold.require_tool_first import RequireToolFirst
 from subagent_lab.scaffold.skip_repeated import SkipRepeated
@@ -39,6 +40,7 @@ ORDER: tuple[type[Policy], ...] = (
     FirstSearch,  # step 0: a Grep for one of the task's names, whatever the rules above said
     ReadOn,  # a repeated Read shows the next window
     TaskShaping,  # the first message's layout line and named files
+    RepoMap,  # ... then the repo map, its units counted as shown
     # The final answer: the listing and evidence choices first, the absence verdict over them.
     CiteFromSeen,
     AbsenceCheck,
@@ -53,11 +55,12 @@ PARENT_FIELDS: dict[str, Any] = {
     "cite_anchors": False, "cite_margin": None, "absence_check": False, "finish_after_stale": 0,
     "finish_after_reads": 0, "read_after_hits": False, "read_on": 0, "first_search": 0,
     "require_seen": False, "require_grounded_evidence": False, "show_layout": False, "task_paths": False,
+    "symbol_tools": False, "repo_map_tokens": 0,
 }  # fmt: skip
 """The scaffold fields a parent profile does not hold: all off (its ``min_tool_calls`` and
 ``grace_turn`` are its own)."""
 POLICY_FIELDS = frozenset({*PARENT_FIELDS, "min_tool_calls", "grace_turn"})
-"""Every profile field ``policies`` reads."""
+"""Every profile field ``policies`` (or ``tool_names``) reads."""
 SPEC_RENAMED = {"max_contract_repairs": "max_repairs"}
 """A child profile's name for a ``LoopSpec`` field (a parent profile uses the LoopSpec name)."""
 
@@ -114,6 +117,7 @@ def policies(profile: Profile) -> tuple[Policy, ...]:
         FirstSearch(f["first_search"]) if f["first_search"] else None,
         ReadOn(f["read_on"]) if f["read_on"] else None,
         TaskShaping(f["show_layout"], f["task_paths"]) if f["show_layout"] or f["task_paths"] else None,
+        RepoMap(f["repo_map_tokens"]) if f["repo_map_tokens"] else None,
         CiteFromSeen(
             f["evidence_from_seen"], f["cite_anchors"], f["cite_margin"], f["min_evidence"], f["max_evidence"]
         )
@@ -128,6 +132,13 @@ def policies(profile: Profile) -> tuple[Policy, ...]:
     built = tuple(p for p in chosen if p is not None)
     assert [type(p) for p in built] == sorted((type(p) for p in built), key=ORDER.index)
     return built
+
+
+def tool_names(profile: RuntimeProfile) -> tuple[str, ...]:
+    """The tools a child gets, in order: its profile's ``tools``, then with ``symbol_tools`` the
+    symbol tools it does not list already."""
+    extra = SYMBOL_TOOLS if profile.symbol_tools else ()
+    return tuple(dict.fromkeys((*profile.tools, *extra)))
 
 
 def build(

@@ -1,0 +1,242 @@
+"""The symbol tools and the repo map as scaffold factors: profile validation, the RepoMap policy
+called directly, the precedence, the action grammar, and whole scripted launches (no model)."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO, LauncherFactory
+from pydantic import ValidationError
+
+from subagent_lab.agents.launch_io import render_task
+from subagent_lab.agents.launcher import SubagentRequest
+from subagent_lab.config.profiles import SYMBOL_TOOLS, LabConfig, RuntimeProfile, load_config
+from subagent_lab.config.scaffolds import PLAIN_FIELDS, SCAFFOLD_FIELDS, scaffold_hash
+from subagent_lab.core.context import estimate_text
+from subagent_lab.core.policy import FINISH, ActionMenu, RunContext, TaskShape, policy_names
+from subagent_lab.core.provenance import seen_check
+from subagent_lab.core.tool import Tool
+from subagent_lab.core.trace import ContractChecked, RunStarted, read_trace
+from subagent_lab.core.types import ModelRequest, Span, ToolCall
+from subagent_lab.models.actions import action_schema
+from subagent_lab.models.scripted import final, tool_call, tool_calls
+from subagent_lab.scaffold import build
+from subagent_lab.scaffold.paths_from_seen import PathsFromSeen
+from subagent_lab.scaffold.repo_map import MAP_HEAD, RepoMap
+from subagent_lab.scaffold.task_shaping import TaskShaping
+from subagent_lab.tools.registry import build_tools
+from subagent_lab.tools.symbols.repo_map import repo_map_observation
+from subagent_lab.workspace.sandbox import Workspace
+
+ANSWER = {
+    "status": "completed",
+    "summary": "check_password in app/auth.py compares the password's hash; login calls it.",
+    "findings": ["login calls check_password", "views imports login"],
+    "evidence": ["app/auth.py:8-9", "app/views.py:4-5"],
+    "unresolved_questions": [],
+}
+"""Cites the unit Find showed and one only the repo map listed (``index`` is in no tool output)."""
+TASK = "Where is the password checked?"
+
+
+def _base(**update: Any) -> RuntimeProfile:
+    budgets = {"max_steps": 5, "context_token_budget": 8000, "total_token_budget": 30000}
+    return RuntimeProfile.model_validate({"name": "t", "system_prompt": "s", **budgets, **update})
+
+
+def _symbols(lab: LabConfig) -> dict[str, Any]:
+    return lab.scaffold("symbols").resolved()
+
+
+@dataclass
+class View:
+    """A stand-in ``RunView``: ``PathsFromSeen`` reads its ``seen`` and ``tools``."""
+
+    seen: Sequence[Span] = ()
+    tools: Mapping[str, Tool] = field(default_factory=dict)
+    task: str = TASK
+    task_message: str = TASK
+    contract: str | None = "ExploreResult"
+    workspace_root: Path = Path(".")
+    tool_context: Any = None
+    steps: int = 1
+    stale_turns: int = 0
+
+    def executed(self, tool: str | None = None) -> int:
+        return 0
+
+    def add_prompt(self, purpose: str, text: str) -> None:
+        raise AssertionError("PathsFromSeen adds no prompt")
+
+    def ask(self, purpose: str, schema: dict[str, Any], max_tokens: int) -> str:
+        raise AssertionError("PathsFromSeen asks nothing")
+
+
+# --- the profile --------------------------------------------------------------------------------
+
+
+def test_a_profile_may_list_the_symbol_tools_and_still_no_writer() -> None:
+    profile = _base(tools=("Read", *SYMBOL_TOOLS))
+    assert profile.tools == ("Read", "Find", "Refs", "Outline", "Search")
+    for writer in ("Edit", "Bash", "Task"):
+        with pytest.raises(ValidationError, match=r"may not hold"):
+            _base(tools=("Read", writer))
+    with pytest.raises(ValidationError, match=r"unknown tools \['Jump'\]"):
+        _base(tools=("Read", "Jump"))
+    with pytest.raises(ValidationError, match=r"simple' only"):  # the full interface has no Find
+        _base(tools=("Read", "Find"), tool_interface="full")
+    with pytest.raises(ValidationError, match=r"simple' only"):
+        _base(symbol_tools=True, tool_interface="full")
+    with pytest.raises(ValidationError, match=r"repo_map_tokens"):
+        _base(repo_map_tokens=-1)
+
+
+def test_symbol_tools_add_the_four_tools_once_after_the_profiles_own() -> None:
+    assert build.tool_names(_base()) == ("Read", "Grep", "Glob")
+    assert build.tool_names(_base(symbol_tools=True)) == ("Read", "Grep", "Glob", *SYMBOL_TOOLS)
+    listed = _base(tools=("Outline", "Read"), symbol_tools=True)
+    assert build.tool_names(listed) == ("Outline", "Read", "Find", "Refs", "Search")
+
+
+# --- the repo map policy, called directly -------------------------------------------------------
+
+
+def test_the_repo_map_policy_puts_a_budgeted_map_in_the_first_message_and_marks_it_shown(
+    workspace: Path,
+) -> None:
+    ws = Workspace(workspace)
+    context = RunContext(TASK, ws, workspace, ("Read",))
+    shape = TaskShape(task=TASK, files=["app/auth.py"])
+    RepoMap(20).shape_task(context, shape)
+    [section] = shape.sections
+    head, body = section.split("\n", 1)
+    assert head == MAP_HEAD and 0 < estimate_text(body) <= 20
+    assert "4-5 def login(user, password)" in body and "check_password" not in body  # over budget
+    assert shape.shown == repo_map_observation(ws, 20).spans
+    assert seen_check(["app/auth.py:4-5", "app/auth.py:4"], shape.shown) == (1.0, [])
+    assert seen_check(["app/auth.py:8-9"], shape.shown) == (0.0, ["app/auth.py:8-9"])  # not in the map
+    message = render_task(TASK, None, None, shape.files, shape.sections)
+    assert message == f"{TASK}\n\nFiles named in the task: app/auth.py\n\n{section}"
+
+    roomy = TaskShape(task=TASK)
+    RepoMap(600).shape_task(context, roomy)
+    assert "8-9 def check_password(user, password)" in roomy.sections[0]
+    assert seen_check(["app/views.py:4-5"], roomy.shown) == (1.0, [])
+    nothing = TaskShape(task=TASK)
+    RepoMap(1).shape_task(context, nothing)  # not even one file's name fits: no section at all
+    assert nothing.sections == [] and nothing.shown == []
+    assert render_task(TASK, None, None, [], nothing.sections) == TASK
+
+
+def test_the_builder_places_the_repo_map_right_after_task_shaping(config: LabConfig) -> None:
+    assert build.ORDER.index(RepoMap) == build.ORDER.index(TaskShaping) + 1
+    profile = _base(**_symbols(config))
+    names = policy_names(build.policies(profile))
+    assert names[names.index("task_shaping") + 1] == "repo_map"
+    [repo_map] = [p for p in build.policies(profile) if isinstance(p, RepoMap)]
+    assert repo_map.params() == {"tokens": 600}
+    assert "repo_map" not in policy_names(build.policies(profile.model_copy(update={"repo_map_tokens": 0})))
+
+
+def test_paths_from_seen_holds_outline_to_shown_paths_as_it_holds_read() -> None:
+    tools = build_tools(("Read", "Grep", "Outline"))
+    menu = ActionMenu(allowed=[*tools, FINISH])
+    PathsFromSeen().narrow(View(tools=tools), menu)
+    assert menu.allowed == ["Grep", FINISH]  # nothing shown: neither Read nor Outline
+    shown = [Span("app/"), Span("app/auth.py", 4, 5)]
+    menu = ActionMenu(allowed=[*tools, FINISH])
+    PathsFromSeen().narrow(View(seen=shown, tools=tools), menu)
+    assert menu.allowed == ["Read", "Grep", "Outline", FINISH]
+    assert menu.choices["Read"] == {"path": ["app/auth.py"]}
+    assert menu.choices["Outline"] == {"path": ["app/", "app/auth.py"]}
+    view = View(seen=shown, tools=tools)
+    outline = PathsFromSeen().check_call
+    assert outline(view, ToolCall(id="1", name="Outline", arguments={"path": "./app/auth.py"})) is None
+    refused = outline(view, ToolCall(id="2", name="Outline", arguments={"path": "app/views.py"}))
+    assert refused is not None and refused.startswith("Error: Outline only") and "app/auth.py" in refused
+    assert outline(view, ToolCall(id="3", name="Outline", arguments={"path": "."})) is not None
+    without = ActionMenu(allowed=["Read", "Grep", FINISH])  # no Outline tool: no Outline entry
+    PathsFromSeen().narrow(View(seen=shown, tools=build_tools(("Read", "Grep"))), without)
+    assert "Outline" not in without.choices
+
+
+# --- whole launches -----------------------------------------------------------------------------
+
+
+def _option(request: ModelRequest, tool: str) -> dict[str, Any]:
+    """The grammar's alternative for ``tool`` in this act-phase request."""
+    schema = action_schema(request)
+    options = schema.get("anyOf", [schema])
+    [option] = [o for o in options if o["properties"]["tool"] == {"const": tool}]
+    return option
+
+
+def test_a_launch_under_the_symbols_preset_finds_outlines_and_cites_units_it_was_shown(
+    make_launcher: LauncherFactory, config: LabConfig
+) -> None:
+    launcher, model = make_launcher(
+        [
+            tool_calls(("Find", {"name": "check_password"})),  # ``name`` is tool_call's own
+            tool_call("Outline", path="app/auth.py"),
+            tool_call(FINISH),
+            final({"found": "yes"}),  # the absence check
+            final(ANSWER),
+        ]
+    )
+    result = launcher.launch(SubagentRequest(task=TASK, overrides=_symbols(config)))
+    assert result.status == "completed" and result.contract is not None, result.detail
+    assert result.contract["evidence"] == ANSWER["evidence"]
+    assert result.seen_ratio == 1.0  # the Find-shown unit and the map-only one both count as seen
+    assert result.tool_usage["Find"]["executed"] == 1 and result.tool_usage["Outline"]["executed"] == 1
+    first = model.requests[0]
+    assert MAP_HEAD in str(first.messages[1].content) and "4-5 def index()" in str(first.messages[1].content)
+    assert [t["function"]["name"] for t in first.tools] == ["Read", "Grep", "Glob", *SYMBOL_TOOLS, FINISH]
+    for tool, argument in (("Find", "name"), ("Refs", "name"), ("Search", "query"), ("Outline", "path")):
+        option = _option(first, tool)
+        assert argument in option["required"] and option["properties"][argument]["type"] == "string"
+    # The map showed both files: Outline may name them, and only them (constrain_paths).
+    assert set(_option(first, "Outline")["properties"]["path"]["enum"]) == {"app/auth.py", "app/views.py"}
+    assert "Find" not in first.arg_choices and "Search" not in first.arg_choices
+    [start] = [e for e in read_trace(result.trace_path) if isinstance(e, RunStarted)]
+    assert start.tools == ["Read", "Grep", "Glob", *SYMBOL_TOOLS]
+    assert start.policies.index("repo_map") == start.policies.index("task_shaping") + 1
+    assert start.profile_fields["repo_map_tokens"] == 600 and start.profile_fields["symbol_tools"] is True
+
+
+def test_plain_and_aided_resolve_as_before_and_launch_without_map_or_symbol_tools(
+    make_launcher: LauncherFactory, config: LabConfig
+) -> None:
+    lab = load_config(REPO / "profiles.yaml", env={})
+    with (REPO / "benchmarks" / "results" / "baseline.csv").open() as fh:
+        recorded = {row["scaffold"]: row["scaffold_hash"] for row in csv.DictReader(fh)}
+    for name in ("plain", "aided"):
+        fields = lab.scaffold(name).resolved()
+        assert set(fields) == SCAFFOLD_FIELDS
+        assert (fields["symbol_tools"], fields["repo_map_tokens"]) == (False, 0)
+        assert scaffold_hash(fields) == recorded[name]  # rows recorded before these fields existed
+    assert lab.scaffold("plain").resolved() == PLAIN_FIELDS
+    symbols = _symbols(lab)
+    assert {k: v for k, v in symbols.items() if lab.scaffold("aided").resolved()[k] != v} == {
+        "symbol_tools": True,
+        "repo_map_tokens": 600,
+    }
+    launcher, model = make_launcher(
+        [
+            tool_call("Grep", pattern="check_password", path="."),
+            tool_call(FINISH),
+            final({"found": "yes"}),
+            final({**ANSWER, "evidence": ["app/auth.py:8", "app/views.py:4-5"]}),  # a Grep line, a unit
+        ]
+    )
+    result = launcher.launch(SubagentRequest(task=TASK, overrides=lab.scaffold("aided").resolved()))
+    first = model.requests[0]
+    assert MAP_HEAD not in str(first.messages[1].content) and "repo_map" not in result.policies
+    assert [t["function"]["name"] for t in first.tools] == ["Read", "Grep", "Glob", FINISH]
+    assert result.seen_ratio == 0.5  # no map: index() was never shown
+    [check] = [e for e in read_trace(result.trace_path) if isinstance(e, ContractChecked)]
+    assert check.unseen == ["app/views.py:4-5"]

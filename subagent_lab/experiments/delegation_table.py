@@ -69,6 +69,8 @@ def _fmt(value: float, low: float, high: float, digits: int, sign: bool = False)
 
 def readable(table: pd.DataFrame, measures: dict[str, str] | None = None) -> pd.DataFrame:
     """``study_table`` as text: ``mean [low, high]`` per measure and ``Δ alone`` beside it."""
+    if table.empty:
+        return pd.DataFrame(columns=["cell", "tasks"])
     out = pd.DataFrame({"cell": table["cell"], "tasks": table["n"]})
     for column, name in (measures or MEASURES).items():
         digits = 4 if "usd" in column else 2 if column == "quality" else 0
@@ -92,6 +94,8 @@ def study_sentences(df: pd.DataFrame, split: str) -> list[str]:
     table = study_table(
         df, split, {k: MEASURES[k] for k in ("parent_peak_context", "total_cost_usd", "quality")}
     )
+    if table.empty:
+        return [f"{split}: no runs that finished."]
     if BASE_CELL not in set(table["cell"]):
         return [f"{split}: no `alone` runs to compare with."]
     sentences = []

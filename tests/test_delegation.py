@@ -369,3 +369,26 @@ def test_run_parent_takes_the_studys_arms(config: LabConfig, workspace: Path, tm
                            context_mode="isolated", config=config, runs_dir=tmp_path, tools=[])  # fmt: skip
     assert [c.via for c in result.children] == ["task"] and len(child.requests) == 1
     assert result.answer == "login: app/auth.py:4-5" and parent.requests[0].phase == "final"
+
+
+def test_the_study_fixes_each_arms_child_model(tmp_path: Path) -> None:
+    from subagent_lab.experiments.parent_baseline import ParentBaseline
+    from subagent_lab.models.baseline import BaselineModel
+
+    asked: list[str] = []
+
+    def children(choice: str, cfg: object) -> BaselineModel:
+        asked.append(choice)
+        return BaselineModel()
+
+    cells = (Cell(arm="delegate-light"), Cell(arm="delegate-main"))
+    spec = DelegationSpec(splits=("dev",), tasks_per_split=1, cells=cells)  # the configured models' path
+    df = run_study(
+        spec, out_dir=tmp_path, parent_factory=lambda c, cfg: ParentBaseline(), child_factory=children
+    )
+    assert df["error"].isna().all()
+    assert dict(zip(df["cell"], df["child_model"], strict=True)) == {
+        "delegate-light": "light",
+        "delegate-main": "main",
+    }
+    assert sorted(asked) == ["light", "main"] and set(df["parent_model"]) == {"main"}

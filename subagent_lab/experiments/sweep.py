@@ -144,12 +144,13 @@ def execute_run(run: RunSpec, model_factory: ModelFactory | None = None) -> dict
 
 def sweep_dir(spec: SweepSpec, out_dir: str | Path | None = None, lab: LabConfig | None = None) -> Path:
     """``<out_dir>/<name>-<grid hash>``, or ``...-<provenance hash>`` when that directory holds rows
-    of another code, config, prompt, task or weights version (``experiments.provenance``)."""
-    lab = lab or load_config()
-    base = Path(out_dir) if out_dir else lab.trace_root() / "sweeps"
+    of another code, config, prompt, task or weights version than ``lab`` and this checkout
+    (``experiments.provenance``). Without ``lab`` there is nothing to compare: the grid's first
+    directory (``out_dir`` defaults to the default configuration's ``trace_dir``)."""
+    base = Path(out_dir) if out_dir else (lab or load_config()).trace_root() / "sweeps"
     plain = base / f"{spec.name}-{spec.key()}"
-    old = _recorded_provenance(plain)
-    if old is None:
+    old = _recorded_provenance(plain) if lab is not None else None
+    if lab is None or old is None:
         return plain
     prov = provenance(lab, spec_tasks(spec), spec.models)
     return plain if old.same(prov) else base / f"{plain.name}-{prov.key()}"

@@ -108,3 +108,17 @@ def test_a_launch_refuses_grammar_only_aids_without_a_grammar(tmp_path: Path, wo
     plain = lab.scaffold("plain").resolved()
     result = launcher.launch(SubagentRequest(task="Where is login?", model="light", overrides=plain))
     assert result.terminal_reason == "completed"
+
+
+def test_rows_count_harness_taken_actions_apart_from_model_steps(tmp_path: Path) -> None:
+    from subagent_lab.experiments.sweep import run_sweep
+    from subagent_lab.models.baseline import BaselineModel
+
+    spec = SweepSpec(name="forced", tasks=("yaml-safe-load",), models=("none",), scaffolds=("light-tuned",))
+    df = run_sweep(spec, config_path=_write(tmp_path, {}), out_dir=tmp_path / "sw",
+                   model_factory=lambda c, cfg: BaselineModel(), progress=False)  # fmt: skip
+    row = df.iloc[0]
+    # light-tuned finishes after one Read without asking the model: that finish is no model step.
+    assert row["forced_actions"] >= 1
+    assert row["model_steps"] + row["forced_actions"] == row["steps"]
+    assert "finish_when" in row["policies"] or "finish" in row["policies"]

@@ -11,6 +11,7 @@ import pandas as pd
 from pydantic import BaseModel, Field
 
 from subagent_lab.core.trace import (
+    ActionForced,
     Event,
     ModelCalled,
     ModelCallFailed,
@@ -44,7 +45,10 @@ class ChildMetrics(BaseModel):
     grounded_ratio: float | None = None
     seen_ratio: float | None = None
     action_calls: int = 0
-    """Act-phase model calls (a thought and one action each)."""
+    """Act-phase model calls (a thought and one action each): the run's model steps."""
+    forced_actions: int = 0
+    """Actions the harness took without a model call (``action_forced``: a finish the grammar
+    would have forced); counted in ``steps``, never in ``action_calls``."""
     actions_cut: int = 0
     """Action calls that ended with ``finish_reason: length`` (cut at their output cap)."""
     action_tokens: list[int] = Field(default_factory=list)
@@ -89,6 +93,8 @@ def child_metrics(events: Sequence[Event]) -> ChildMetrics:
             metrics.failed_model_calls += 1
             metrics.model_attempts += event.attempts
             metrics.model_time_s += event.latency_s
+        elif isinstance(event, ActionForced):
+            metrics.forced_actions += 1
         elif isinstance(event, ToolFinished):
             outcome = "repeated" if event.from_record else outcome_key[event.status]
             tools.setdefault(event.tool, Counter())[outcome] += 1

@@ -24,6 +24,7 @@ import pandas as pd
 from pydantic import ValidationError
 
 from subagent_lab.agents.launcher import ModelFactory, SubagentLauncher, SubagentRequest
+from subagent_lab.analysis.metrics import child_metrics
 from subagent_lab.bench.scoring import context_from_trace, score_run
 from subagent_lab.config.profiles import (
     LabConfig,
@@ -34,7 +35,7 @@ from subagent_lab.config.profiles import (
 )
 from subagent_lab.config.scaffolds import SCAFFOLD_FIELDS, scaffold_hash
 from subagent_lab.core.model import Model
-from subagent_lab.core.trace import Redactor
+from subagent_lab.core.trace import Redactor, read_trace
 from subagent_lab.core.types import ConfigError, ModelChoice
 from subagent_lab.experiments.provenance import Provenance, provenance
 from subagent_lab.experiments.rows import (
@@ -120,6 +121,7 @@ def execute_run(run: RunSpec, model_factory: ModelFactory | None = None) -> dict
         exists = trace is not None and trace.is_file()
         context = context_from_trace(trace, require_seen=True) if trace is not None and exists else None
         score = score_run(run.task, result.contract, root, context=context)
+        folded = child_metrics(read_trace(trace)) if trace is not None and exists else None
         row = result_row(run, result.model_dump(mode="json"), score.model_dump(mode="json"))
         row.update(
             max_steps=profile.max_steps,
@@ -127,6 +129,8 @@ def execute_run(run: RunSpec, model_factory: ModelFactory | None = None) -> dict
             total_token_budget=profile.total_token_budget,
             scaffold_hash=scaffold_hash({k: getattr(profile, k) for k in sorted(SCAFFOLD_FIELDS)}),
             policies=",".join(result.policies),
+            model_steps=folded.action_calls if folded else None,
+            forced_actions=folded.forced_actions if folded else None,
             cache_hits=sum(m.hits for m in cached),
             cache_misses=sum(m.misses for m in cached),
         )

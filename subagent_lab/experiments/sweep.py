@@ -91,6 +91,13 @@ def _config(path: str | None) -> LabConfig:
         return _CONFIGS[key]
 
 
+def _preset_named(lab: LabConfig, ran: str) -> str:
+    """The preset whose every scaffold field the run ran (by hash), else ``profile``: a run that
+    named no preset but ran one exactly is that preset's run."""
+    names = ["plain", *lab.scaffolds]
+    return next((n for n in names if scaffold_hash(lab.scaffold(n).resolved()) == ran), "profile")
+
+
 def execute_run(run: RunSpec, model_factory: ModelFactory | None = None) -> dict[str, Any]:
     """Run one cell and return its row. Never raises: a crash becomes a row with the traceback."""
     started = time.time()
@@ -123,11 +130,13 @@ def execute_run(run: RunSpec, model_factory: ModelFactory | None = None) -> dict
         score = score_run(run.task, result.contract, root, context=context)
         folded = child_metrics(read_trace(trace)) if trace is not None and exists else None
         row = result_row(run, result.model_dump(mode="json"), score.model_dump(mode="json"))
+        ran = scaffold_hash({k: getattr(profile, k) for k in sorted(SCAFFOLD_FIELDS)})
         row.update(
             max_steps=profile.max_steps,
             context_token_budget=profile.context_token_budget,
             total_token_budget=profile.total_token_budget,
-            scaffold_hash=scaffold_hash({k: getattr(profile, k) for k in sorted(SCAFFOLD_FIELDS)}),
+            scaffold_hash=ran,
+            scaffold=run.scaffold or _preset_named(lab, ran),
             policies=",".join(result.policies),
             model_steps=folded.action_calls if folded else None,
             forced_actions=folded.forced_actions if folded else None,

@@ -9,7 +9,7 @@ finish. The script prints the runs replayed, the calls made, the misses, and eve
 differs between the recorded row and the replayed one.
 
 Usage: python benchmarks/bench_replay.py RECORDED_SWEEP_DIR --config OLD_PROFILES_YAML
-       [--models light,main] [--out DIR]
+       [--models light,main] [--out DIR] [--save ROWS.csv]
 """
 
 from __future__ import annotations
@@ -70,6 +70,9 @@ def main() -> int:
     parser.add_argument("--config", required=True, help="the profiles.yaml the recording ran with")
     parser.add_argument("--models", default="light,main")
     parser.add_argument("--out", default="/tmp/replay-sweeps")
+    parser.add_argument(
+        "--save", default=None, help="append the replayed rows to this CSV (bench_explore --from)"
+    )
     args = parser.parse_args()
     recorded_dir = Path(args.recorded)
     recorded = {
@@ -91,6 +94,14 @@ def main() -> int:
             progress=False,
         )  # fmt: skip
         replayed.update({str(r["run_key"]): r for r in df.to_dict("records")})
+    if args.save:
+        import pandas as pd
+
+        path = Path(args.save)
+        rows = pd.DataFrame(list(replayed.values()))
+        if path.exists():
+            rows = pd.concat([pd.read_csv(path), rows], ignore_index=True)
+        rows.to_csv(path, index=False)
     hits = sum(m.hits for m in factory.models)
     misses = sum(m.misses for m in factory.models)
     took = time.monotonic() - started

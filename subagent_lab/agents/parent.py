@@ -24,7 +24,6 @@ from subagent_lab.agents.main_tools import MainToolContext, main_tools
 from subagent_lab.agents.result import (
     MainRunResult,
     SubagentResult,
-    Verdict,
     VerificationRecord,
     child_record,
     cost_usd,
@@ -33,12 +32,13 @@ from subagent_lab.agents.result import (
     roll_up,
 )
 from subagent_lab.agents.task_tool import (
-    MIN_CHILD_TOKENS,
     ContextMode,
     ConversationRecorder,
     TaskContext,
     TaskEnvelope,
 )
+from subagent_lab.agents.verify import check_claim, checked_tokens
+from subagent_lab.agents.verify import feedback as verification_feedback
 from subagent_lab.config.agent_profile import AgentProfile
 from subagent_lab.config.profiles import LabConfig, ModelConfig
 from subagent_lab.core.budget import MIN_OUTPUT_TOKENS
@@ -268,19 +268,21 @@ class MainAgent:
                 answer = unwrap_answer(str(outcome.contract.get("answer", "")))
             if not (self.verify and outcome.terminal_reason == "completed" and answer is not None):
                 break
-            left = self._spec(run.model.config).total_token_budget - _checked(checks)
+            left = self._spec(run.model.config).total_token_budget - checked_tokens(checks)
             left -= sum(o.usage.total_tokens for o in outcomes)
-            record, child = self._check(run, answer, len(checks) + 1, left)
+            record, child = check_claim(run.launcher, run.ctx.task, run.task, answer, len(checks) + 1, left)
             checks.append((record, child))
             retries_left = self.profile.max_verification_retries - (len(checks) - 1)
             # UNVERIFIED names nothing the parent could fix: a retry would only spend again.
             if self._passes(record) or record.verdict == "UNVERIFIED" or retries_left <= 0:
                 break
             # The next segment continues the conversation under what is left of the budgets.
-            spec = self._remaining(self._spec(run.model.config), outcomes, run.started, _checked(checks))
+            spec = self._remaining(
+                self._spec(run.model.config), outcomes, run.started, checked_tokens(checks)
+            )
             if spec is None:
                 break
-            feedback = _feedback(record, len(checks), self.profile.max_verification_retries)
+            feedback = verification_feedback(record, len(checks), self.profile.max_verification_retries)
             # The outcome's conversation ends with the answer as the model wrote it.
             messages = [*outcome.messages, Message(role="user", content=feedback)]
             step = sum(o.steps for o in outcomes)
@@ -330,36 +332,6 @@ class MainAgent:
         text = f"{FORCED_LEAD}\n{observation}"
         run.trace.emit(PromptAdded(run_id=run.run_id, step=0, purpose="forced_delegation", content=text))
         return Message(role="user", content=text)
-
-    def _check(
-        self, run: _Run, answer: str, attempt: int, tokens_left: int
-    ) -> tuple[VerificationRecord, SubagentResult | None]:
-        """Launch the verification child on the claim, under the children's cap and within what is
-        left of the parent's total budget (both count it); UNVERIFIED when neither leaves enough.
-
-        Its verdict counts only when the child ended ``completed``: a child that hit a limit and
-        answered in its grace turn (or gave no verdict at all) is UNVERIFIED, whatever it said.
-        """
-        task_text = run.task
-        claim = (
-            "Check whether the main agent's claim below is true of the workspace.\n\n"
-            f"The task the main agent was given:\n{task_text.strip()}\n\n"
-            f"The main agent's final answer (the claim to check):\n{answer.strip() or '(empty)'}\n\n"
-            "Answer PASS only if the files show that the claim holds; FAIL with reasons otherwise."
-        )
-        request = SubagentRequest(task=claim, profile="verification")
-        budget = run.launcher.resolve_profile(request).total_token_budget
-        try:
-            if tokens_left < MIN_CHILD_TOKENS:
-                raise ToolError(f"the main agent's total_token_budget leaves {max(tokens_left, 0)} tokens")
-            if tokens_left < budget:
-                request.overrides = {"total_token_budget": tokens_left, "context_token_budget": tokens_left}
-            child = run.ctx.task.launch_capped(request, task=False)
-        except ToolError as exc:
-            why = f"no verification child was started: {exc}"
-            return VerificationRecord(attempt=attempt, verdict="UNVERIFIED", reasons=[why], child_run_id="",
-                                      child_status="not_started"), None  # fmt: skip
-        return _verdict(child, attempt), child
 
     def _passes(self, record: VerificationRecord) -> bool:
         """Whether the gate lets the answer stand on this verdict."""
@@ -438,39 +410,6 @@ FORCED_LEAD = (
 )
 
 
-def _verdict(child: SubagentResult, attempt: int) -> VerificationRecord:
-    """The gate's record of a verification child: its verdict, which counts only when it ended
-    ``completed`` without a grace turn."""
-    contract = child.contract or {}
-    given = contract.get("verdict")
-    finished = child.terminal_reason == "completed" and not child.grace_used
-    verdict: Verdict = given if finished and given in ("PASS", "FAIL", "PARTIAL") else "UNVERIFIED"
-    reasons = [str(r) for r in contract.get("reasons") or []]
-    if not child.contract:
-        reasons = [child.summary]
-    elif not finished:
-        reasons.insert(
-            0,
-            f"the verification child ended {child.terminal_reason}; its verdict {given!r} was given "
-            "in a grace turn after a limit and does not count",
-        )
-    record = VerificationRecord(
-        attempt=attempt,
-        verdict=verdict,
-        reasons=reasons,
-        child_run_id=child.run_id,
-        child_status=child.status,
-        child_terminal_reason=child.terminal_reason,
-        child_verdict=given if isinstance(given, str) else None,
-    )
-    return record
-
-
-def _checked(checks: list[tuple[VerificationRecord, SubagentResult | None]]) -> int:
-    """Tokens the verification children spent so far."""
-    return sum(child.usage.total_tokens for _, child in checks if child is not None)
-
-
 def unwrap_answer(text: str) -> str:
     """The answer text: ``{"answer": "..."}`` (how JSON-protocol models must answer) is unwrapped."""
     try:
@@ -480,12 +419,3 @@ def unwrap_answer(text: str) -> str:
     if isinstance(data, dict) and set(data) == {"answer"} and isinstance(data["answer"], str):
         return data["answer"].strip()
     return text
-
-
-def _feedback(record: VerificationRecord, retry: int, max_retries: int) -> str:
-    reasons = "\n".join(f"- {r}" for r in record.reasons or ["(no reasons given)"])
-    return (
-        "A verification sub-agent checked your final answer against the workspace and did not accept "
-        f"it (verdict {record.verdict}). Reasons:\n{reasons}\nFix what is wrong using your tools, then "
-        f"give your final answer again (verification retry {retry} of {max_retries})."
-    )

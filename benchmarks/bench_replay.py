@@ -53,6 +53,12 @@ class Counting:
         return model
 
 
+def _same(old: dict[str, Any], new: dict[str, Any], field: str) -> bool:
+    a, b = old.get(field), new.get(field)
+    missing = (a is None or a != a) and (b is None or b != b)  # None and NaN (a table's empty cell)
+    return missing or a == b
+
+
 def _rows(path: Path) -> dict[str, dict[str, Any]]:
     rows: dict[str, dict[str, Any]] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
@@ -78,7 +84,8 @@ def main() -> int:
     recorded = {
         k: r
         for k, r in _rows(recorded_dir / "results.jsonl").items()
-        if r.get("terminal_reason") != "crashed"
+        # A run that crashed, or whose server failed it, recorded no model output to replay.
+        if r.get("terminal_reason") not in ("crashed", "model_error")
     }
     models = [m for m in args.models.split(",") if any(k.split("|")[1] == m for k in recorded)]
     lab = load_config(args.config)
@@ -101,6 +108,7 @@ def main() -> int:
         rows = pd.DataFrame(list(replayed.values()))
         if path.exists():
             rows = pd.concat([pd.read_csv(path), rows], ignore_index=True)
+        rows = rows.drop_duplicates(subset=["run_key"], keep="last")
         rows.to_csv(path, index=False)
     hits = sum(m.hits for m in factory.models)
     misses = sum(m.misses for m in factory.models)
@@ -115,9 +123,7 @@ def main() -> int:
             differing += 1
             continue
         diffs = [
-            f"{f}: {old.get(f)!r} -> {new.get(f)!r}"
-            for f in COMPARED
-            if f in old and old.get(f) != new.get(f)
+            f"{f}: {old.get(f)!r} -> {new.get(f)!r}" for f in COMPARED if f in old and not _same(old, new, f)
         ]
         if old.get("quality") != new.get("quality_legacy"):
             legacy = f"{old.get('quality')!r} -> {new.get('quality_legacy')!r}"

@@ -20,10 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
 from subagent_lab.agents.launcher import ModelFactory, SubagentLauncher, SubagentRequest, SubagentResult
-from subagent_lab.config.agent_profile import AgentProfile
+from subagent_lab.config.agent_profile import AgentProfile, apply_overrides
 from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile, load_config
 from subagent_lab.core.model import Model
 from subagent_lab.core.types import ConfigError, ModelChoice
@@ -400,10 +398,4 @@ def _task_and_workspace(task: str | BenchTask, workspace: str | Path | None) -> 
 
 def _validated(kind: type[Any], base: Any, fields: Mapping[str, Any], where: str) -> Any:
     """``base`` with ``fields`` applied, validated like the YAML (ConfigError names the field)."""
-    if not fields:
-        return base
-    try:
-        return kind.model_validate({**base.model_dump(), **fields})
-    except ValidationError as exc:
-        problems = "; ".join(f"{where}.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"overrides: {problems}") from None
+    return apply_overrides(kind, base, fields, where=f"overrides for {where}") if fields else base

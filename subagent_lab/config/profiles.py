@@ -254,11 +254,8 @@ class LabConfig(_Frozen):
                 known = ", ".join(sorted(SCAFFOLD_FIELDS))
                 raise ValueError(f"scaffolds.{name}.fields.{field}: not a scaffold field; known: {known}")
             for pname, profile in self.profiles.items():
-                try:
-                    RuntimeProfile.model_validate({**profile.model_dump(), **preset.resolved()})
-                except ValidationError as exc:
-                    where = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-                    raise ValueError(f"scaffolds.{name}.fields (on profile {pname}): {where}") from None
+                where = f"scaffolds.{name}.fields (on profile {pname})"
+                apply_overrides(RuntimeProfile, profile, preset.resolved(), where=where)
         for name, profile in self.profiles.items():
             if profile.name != name:
                 raise ValueError(f"profiles.{name}.name: must equal its key {name!r}")

@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from pydantic import ValidationError
 
 from subagent_lab.agents.launcher import ModelFactory, SubagentLauncher, SubagentRequest
 from subagent_lab.analysis.metrics import child_metrics
 from subagent_lab.bench.scoring import context_from_trace, score_run
+from subagent_lab.config.agent_profile import apply_overrides
 from subagent_lab.config.profiles import (
     LabConfig,
     ModelConfig,
@@ -36,7 +36,7 @@ from subagent_lab.config.profiles import (
 from subagent_lab.config.scaffolds import SCAFFOLD_FIELDS, scaffold_hash
 from subagent_lab.core.model import Model
 from subagent_lab.core.trace import Redactor, read_trace
-from subagent_lab.core.types import ConfigError, ModelChoice
+from subagent_lab.core.types import ModelChoice
 from subagent_lab.experiments.provenance import Provenance, provenance
 from subagent_lab.experiments.rows import (
     OUTCOMES,
@@ -264,11 +264,9 @@ def _check_variants(spec: SweepSpec, lab: LabConfig) -> None:
     for variant in spec.variants:
         for name, fields in presets.items():
             where = f"variant {variant.label!r}" + (f" on scaffold {name!r}" if name else "")
-            try:
-                profile = RuntimeProfile.model_validate({**base.model_dump(), **fields, **variant.overrides})
-            except ValidationError as exc:
-                problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-                raise ConfigError(f"{where} of sweep {spec.name!r}: {problems}") from None
+            profile = apply_overrides(
+                RuntimeProfile, base, fields, variant.overrides, where=f"{where} of sweep {spec.name!r}"
+            )
             for choice in spec.models:
                 lab.check_grammar_aids(profile.model_dump(), choice, f"{where} of sweep {spec.name!r}")
 

@@ -57,7 +57,7 @@ def test_report_in_the_browser(browser_context: Any, artifacts: Path, tmp_path: 
             sentence = leads.filter(has_text=f"variant `{variant}`")
             expect(sentence).to_be_visible()
             expect(sentence).to_have_text(
-                re.compile(rf"^main − light = {number} \[{number}, {number}\] on these tasks \(2 tasks")
+                re.compile(rf"^main − light = {number} \[{number}, {number}\] on dev \(2 tasks")
             )
         lift = page.locator("xpath=//h2[normalize-space()='Comparisons']/following-sibling::div[1]//table")
         expect(lift.locator("thead")).to_contain_text("quality [95% CI]")

@@ -145,11 +145,17 @@ def test_edit_never_writes_outside(scene: Scene) -> None:
             if result.startswith("Edited"):
                 edited += 1
                 assert result.startswith("Edited d/f.py")  # the file written, by its workspace place
-            # Put the text back through a plain write so the next edit finds it.
-            target = scene.root / "d" / "f.py"
+            # Put the text back so the next edit finds it, through a descriptor of the real
+            # directory: a check-then-write by name here would itself race the renamer and write
+            # outside (the harness's own restore, not the Edit under test).
             with contextlib.suppress(OSError):
-                if not (scene.root / "d").is_symlink():
-                    target.write_text(INSIDE)
+                dfd = os.open(scene.root / "d", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+                try:
+                    fd = os.open("f.py", os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW, dir_fd=dfd)
+                    with os.fdopen(fd, "w") as fh:
+                        fh.write(INSIDE)
+                finally:
+                    os.close(dfd)
     assert tree_digest(scene.outside) == outside_before
     assert edited > 0
     # Nothing was created outside either (no temporary file left there).

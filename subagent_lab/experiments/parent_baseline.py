@@ -21,9 +21,15 @@ from __future__ import annotations
 import json
 import re
 
-from subagent_lab.core.context import estimate_messages, estimate_text
-from subagent_lab.core.types import Message, ModelRequest, ModelResponse, ToolCall, Usage
-from subagent_lab.models.baseline import BASELINE_MODEL_ID, LOCATION, task_name, task_text
+from subagent_lab.core.types import Message, ModelRequest, ModelResponse, ToolCall
+from subagent_lab.models.baseline import (
+    BASELINE_MODEL_ID,
+    LOCATION,
+    action_response,
+    task_name,
+    task_text,
+    text_response,
+)
 
 MAX_CITED = 4
 """Locations the no-model parent cites (the explore contract's evidence lists are about as long)."""
@@ -80,15 +86,9 @@ class ParentBaseline:
     model_id = BASELINE_MODEL_ID
 
     def complete(self, request: ModelRequest) -> ModelResponse:
-        prompt = estimate_messages(request.messages, request.tools)
         if request.phase == "act":
-            tool, args = parent_action(request)
-            call = ToolCall(id=f"none-parent-{len(request.messages)}", name=tool, arguments=args)
-            body = json.dumps({"tool": tool, "args": args})
-            usage = Usage(prompt_tokens=prompt, completion_tokens=estimate_text(body), estimated=True)
-            return ModelResponse(tool_calls=[call], usage=usage, model_id=BASELINE_MODEL_ID)
+            return action_response(request, *parent_action(request), prefix="none-parent")
         locations = cited(request.messages)
         lines = "\n".join(f"- {loc}" for loc in locations)
         text = f"The places that answer the task:\n{lines}" if locations else "No location found."
-        usage = Usage(prompt_tokens=prompt, completion_tokens=estimate_text(text), estimated=True)
-        return ModelResponse(text=json.dumps({"answer": text}), usage=usage, model_id=BASELINE_MODEL_ID)
+        return text_response(request, json.dumps({"answer": text}))

@@ -198,25 +198,32 @@ def _array(schema: dict[str, Any], key: str, context: dict[str, Any]) -> list[An
     return [_instance(items, key, context) for _ in range(least)]
 
 
+def action_response(
+    request: ModelRequest, tool: str, args: dict[str, Any], prefix: str = "none"
+) -> ModelResponse:
+    """A no-model policy's action as a model's reply, its usage the harness's own estimate."""
+    call = ToolCall(id=f"{prefix}-{len(request.messages)}", name=tool, arguments=args)
+    body = json.dumps({"tool": tool, "args": args})
+    prompt = estimate_messages(request.messages, request.tools)
+    usage = Usage(prompt_tokens=prompt, completion_tokens=estimate_text(body), estimated=True)
+    return ModelResponse(tool_calls=[call], usage=usage, model_id=BASELINE_MODEL_ID)
+
+
+def text_response(request: ModelRequest, text: str) -> ModelResponse:
+    """A no-model policy's answer as a model's reply, its usage the harness's own estimate."""
+    prompt = estimate_messages(request.messages, request.tools)
+    usage = Usage(prompt_tokens=prompt, completion_tokens=estimate_text(text), estimated=True)
+    return ModelResponse(text=text, usage=usage, model_id=BASELINE_MODEL_ID)
+
+
 class BaselineModel:
     """The ``none`` model: answers each request by the rules above, without a language model."""
 
     model_id = BASELINE_MODEL_ID
 
     def complete(self, request: ModelRequest) -> ModelResponse:
-        prompt = estimate_messages(request.messages, request.tools)
         if request.phase == "act":
-            tool, args = choose_action(request)
-            call = ToolCall(id=f"none-{len(request.messages)}", name=tool, arguments=args)
-            body = json.dumps({"tool": tool, "args": args})
-            return ModelResponse(
-                tool_calls=[call],
-                usage=Usage(prompt_tokens=prompt, completion_tokens=estimate_text(body), estimated=True),
-                model_id=BASELINE_MODEL_ID,
-            )
-        text = json.dumps(build_answer(request.final_schema, request.messages), ensure_ascii=False)
-        return ModelResponse(
-            text=text,
-            usage=Usage(prompt_tokens=prompt, completion_tokens=estimate_text(text), estimated=True),
-            model_id=BASELINE_MODEL_ID,
+            return action_response(request, *choose_action(request))
+        return text_response(
+            request, json.dumps(build_answer(request.final_schema, request.messages), ensure_ascii=False)
         )

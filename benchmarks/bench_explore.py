@@ -21,14 +21,19 @@ Usage: python benchmarks/bench_explore.py [--splits dev,test] [--models none,lig
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
 from subagent_lab.analysis.headline import comparison_sentences, lift_table, readable_lift
-from subagent_lab.analysis.stats import mean_ci
+from subagent_lab.analysis.stats import mean_ci, paired_difference
 from subagent_lab.experiments.sweep import SweepSpec, Variant, run_sweep
 
 SHOWN = {"strict_line_recall": "strict recall*", "gold_recall_file": "file recall*"}
@@ -79,6 +84,40 @@ def retrieval_rows(split: str, tasks: tuple[str, ...], k: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def scaffold_effects(df: pd.DataFrame, a: str = "aided", b: str = "plain") -> list[str]:
+    """Per model: ``a − b`` (the aids' effect), paired by task on one split, with its interval and
+    win/loss/tie counts: which aids survive on test and which only helped dev."""
+    lines = []
+    if "scaffold" not in df.columns or not {a, b} <= set(df["scaffold"].astype(str)):
+        return lines
+    for model, part in df.groupby("model_choice", sort=True):
+        if not {a, b} <= set(part["scaffold"].astype(str)):
+            continue
+        d = paired_difference(part, a, b, arm="scaffold")
+        lines.append(
+            f"{model}: {a} − {b} = {d.diff.mean:+.2f} [{d.diff.low:+.2f}, {d.diff.high:+.2f}] "
+            f"({d.a_mean:.2f} vs {d.b_mean:.2f}; W/L/T {d.wins}/{d.losses}/{d.ties})"
+        )
+    return lines
+
+
+def load_meta(csv: str) -> dict[str, object]:
+    """The sidecar ``--save`` writes beside the rows (wall time, workers, load): ``{}`` if none."""
+    path = Path(csv).with_suffix(".meta.json")
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"{one:.2f}/{five:.2f}"
+
+
+def _commit() -> str:
+    here = Path(__file__).parent
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=here)
+    return out.stdout.strip() or "unknown"
+
+
 def report(df: pd.DataFrame) -> None:
     """Print every split's tables (see the module docstring)."""
     splits = sorted(df["split"].dropna().unique()) if "split" in df.columns else [None]
@@ -86,7 +125,11 @@ def report(df: pd.DataFrame) -> None:
         part = df if split is None else df[df["split"] == split]
         tasks = part["task_id"].nunique()
         model_s = part["model_time_s"].sum() if "model_time_s" in part.columns else float("nan")
-        head = f"{split or 'suite'}: {tasks} tasks, {len(part)} runs, {model_s / 60:.1f} min of model time"
+        run_s = part["elapsed_s"].sum() if "elapsed_s" in part.columns else float("nan")
+        head = (
+            f"{split or 'suite'}: {tasks} tasks, {len(part)} runs, {model_s / 60:.1f} min of model time, "
+            f"{run_s / 60:.1f} min summed over runs"
+        )
         print(f"\n== {head} ==")
         floors = part[part["model_choice"].astype(str).str.startswith("retrieval")]
         part = part.drop(index=floors.index)
@@ -103,6 +146,8 @@ def report(df: pd.DataFrame) -> None:
             )
         for sentence in comparison_sentences(part):
             print(f"  {sentence}")
+        for line in scaffold_effects(part):
+            print(f"  the aids' effect, {line}")
         by_kind = part.pivot_table(index="kind", columns=["scaffold", "model_choice"], values="quality")
         print("  quality by kind:")
         print("  " + by_kind.round(2).to_string().replace("\n", "\n  "))
@@ -128,11 +173,19 @@ def main() -> int:
     parser.add_argument("--from", dest="source", default=None, help="print the tables of a saved CSV")
     args = parser.parse_args()
     if args.source:
+        meta = load_meta(args.source)
+        if meta:
+            print(
+                f"{meta['runs']} runs in {float(meta['wall_s']) / 60:.1f} min wall ({meta['started']} to "
+                f"{meta['finished']} UTC), {meta['workers']} worker(s), T={meta['temperature']}, "
+                f"commit {meta['commit']}, load average {meta['load_start']} at the start, "
+                f"{meta['load_end']} at the end"
+            )
         report(pd.read_csv(args.source))
         return 0
     overrides = {k: yaml.safe_load(v) for k, _, v in (s.partition("=") for s in args.set)}
     frames = []
-    started = time.monotonic()
+    started, started_at, load_start = time.monotonic(), datetime.now(UTC), _load()
     for split in args.splits.split(","):
         spec = SweepSpec(
             name=f"{args.name}-{split}",
@@ -153,6 +206,13 @@ def main() -> int:
     if args.save:
         Path(args.save).parent.mkdir(parents=True, exist_ok=True)
         df.to_csv(args.save, index=False)
+        meta = {
+            "runs": len(df), "wall_s": round(wall, 1), "workers": args.workers,
+            "temperature": args.temperature, "repeats": args.repeats, "commit": _commit(),
+            "started": started_at.strftime("%Y-%m-%d %H:%M"), "finished": datetime.now(UTC).strftime("%H:%M"),
+            "load_start": load_start, "load_end": _load(), "argv": " ".join(sys.argv[1:]),
+        }  # fmt: skip
+        Path(args.save).with_suffix(".meta.json").write_text(json.dumps(meta, indent=2) + "\n")
         print(f"rows written to {args.save} (re-print: --from {args.save})")
     report(df)
     return 0

@@ -12,7 +12,7 @@ not on test helped dev's wording, not the policy (docs/benchmarks.md, "Which aid
 The models' side of the same question (a preset against `plain` for light and main) is in
 ``bench_explore.py``'s "the aids' effect" lines; this script answers it per aid for the floor.
 
-Usage: python benchmarks/bench_aids.py [--splits dev,test] [--scaffold aided] [--save FILE]
+Usage: python benchmarks/bench_aids.py [--splits dev,test] [--scaffold aided] [--tasks all] [--save FILE]
        [--from FILE]
 """
 
@@ -54,19 +54,29 @@ def aid_table(df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for split, part in df.groupby("split", sort=False):
         aids = [v[1:] for v in part["variant"].unique() if v.startswith("-")]
-        full, plain = (mean_ci(part[part["variant"] == v]).mean for v in ("full", "plain"))
-        rows.append({"split": split, "aid": "(all)", "preset": f"{full:.2f}", "plain": f"{plain:.2f}",
+        full, plain = full_mean(part, str(split)), plain_mean(part, str(split))
+        rows.append({"split": split, "aid": "(all)", "preset without it": plain, "plain with it alone": full,
                      "what it adds among the others": _diff(part, "full", "plain"),
                      "what it adds alone": _diff(part, "full", "plain")})  # fmt: skip
         for aid in aids:
             rows.append({
                 "split": split, "aid": aid,
-                "preset": f"{mean_ci(part[part['variant'] == f'-{aid}']).mean:.2f} without",
-                "plain": f"{mean_ci(part[part['variant'] == f'+{aid}']).mean:.2f} with",
+                "preset without it": mean_ci(part[part["variant"] == f"-{aid}"]).mean,
+                "plain with it alone": mean_ci(part[part["variant"] == f"+{aid}"]).mean,
                 "what it adds among the others": _diff(part, "full", f"-{aid}"),
                 "what it adds alone": _diff(part, f"+{aid}", "plain"),
             })  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def full_mean(df: pd.DataFrame, split: str) -> float:
+    """The no-model policy's mean quality under the whole preset on ``split``."""
+    return mean_ci(df[(df["split"] == split) & (df["variant"] == "full")]).mean
+
+
+def plain_mean(df: pd.DataFrame, split: str) -> float:
+    """... and under `plain` (every aid at its plain value)."""
+    return mean_ci(df[(df["split"] == split) & (df["variant"] == "plain")]).mean
 
 
 def report(df: pd.DataFrame) -> None:
@@ -76,13 +86,15 @@ def report(df: pd.DataFrame) -> None:
         for split, part in table.groupby("split", sort=False):
             tasks = df[df["split"] == split]["task_id"].nunique()
             print(f"\n== {split}: {tasks} tasks, no-model baseline, differences [95% CI] W/L/T ==")
-            print(part.drop(columns="split").to_string(index=False))
+            print(f"  the preset: {full_mean(df, str(split)):.2f}; plain: {plain_mean(df, str(split)):.2f}")
+            print(part.drop(columns="split").round(2).to_string(index=False))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--splits", default="dev,test")
     parser.add_argument("--scaffold", default="aided")
+    parser.add_argument("--tasks", default="all", help="task ids, 'smoke', 'all' or a kind, comma-separated")
     parser.add_argument("--save", default=None, help="write the rows to this CSV")
     parser.add_argument("--out", default=None, help="sweeps directory")
     parser.add_argument("--from", dest="source", default=None, help="print the table of a saved CSV")
@@ -95,8 +107,8 @@ def main() -> int:
     started, frames = time.monotonic(), []
     for split in args.splits.split(","):
         spec = SweepSpec(
-            name=f"bench-aids-{args.scaffold}-{split}", split=split, tasks=("all",), models=("none",),
-            scaffolds=(args.scaffold,), variants=variants,
+            name=f"bench-aids-{args.scaffold}-{split}", split=split, tasks=tuple(args.tasks.split(",")),
+            models=("none",), scaffolds=(args.scaffold,), variants=variants,
         )  # fmt: skip
         frames.append(run_sweep(spec, out_dir=args.out, cache=False))
     df = pd.concat(frames, ignore_index=True)

@@ -28,6 +28,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import yaml
@@ -87,7 +88,7 @@ def retrieval_rows(split: str, tasks: tuple[str, ...], k: int) -> pd.DataFrame:
 def scaffold_effects(df: pd.DataFrame, a: str = "aided", b: str = "plain") -> list[str]:
     """Per model: ``a − b`` (the aids' effect), paired by task on one split, with its interval and
     win/loss/tie counts: which aids survive on test and which only helped dev."""
-    lines = []
+    lines: list[str] = []
     if "scaffold" not in df.columns or not {a, b} <= set(df["scaffold"].astype(str)):
         return lines
     for model, part in df.groupby("model_choice", sort=True):
@@ -101,7 +102,7 @@ def scaffold_effects(df: pd.DataFrame, a: str = "aided", b: str = "plain") -> li
     return lines
 
 
-def load_meta(csv: str) -> dict[str, object]:
+def load_meta(csv: str) -> dict[str, Any]:
     """The sidecar ``--save`` writes beside the rows (wall time, workers, load): ``{}`` if none."""
     path = Path(csv).with_suffix(".meta.json")
     return json.loads(path.read_text()) if path.exists() else {}

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from subagent_lab.agents.launch_io import render_task
 from subagent_lab.agents.launcher import SubagentRequest
+from subagent_lab.bench.scoring import context_from_trace
 from subagent_lab.config.profiles import SYMBOL_TOOLS, LabConfig, RuntimeProfile, load_config
 from subagent_lab.config.scaffolds import PLAIN_FIELDS, SCAFFOLD_FIELDS, scaffold_hash
 from subagent_lab.core.context import estimate_text
@@ -206,6 +207,12 @@ def test_a_launch_under_the_symbols_preset_finds_outlines_and_cites_units_it_was
     assert start.tools == ["Read", "Grep", "Glob", *SYMBOL_TOOLS]
     assert start.policies.index("repo_map") == start.policies.index("task_shaping") + 1
     assert start.profile_fields["repo_map_tokens"] == 600 and start.profile_fields["symbol_tools"] is True
+    # The map's units are in the trace, so the scorer holds the answer to the rule the loop held it
+    # to: the map-only unit (views.py:4-5, never shown by a tool) is seen, a line outside it is not.
+    assert ("app/views.py", 4, 5) in start.shown
+    ctx = context_from_trace(result.trace_path)
+    assert ctx.require_seen and any(s.covers("app/views.py", 4, 5) for s in ctx.seen or ())
+    assert not any(s.covers("app/views.py", 7, 7) for s in ctx.seen or ())
 
 
 def test_plain_and_aided_resolve_as_before_and_launch_without_map_or_symbol_tools(

@@ -211,7 +211,7 @@ class SubagentLauncher:
         started = time.monotonic()
         shape, problem = self._shape(request, profile, policies)
         task = render_task(request.task, request.context, shape.overview, shape.files, shape.sections)
-        trace.emit(self._started(request, profile, spec, policies, model, trace.run_id, task))
+        trace.emit(self._started(request, profile, spec, policies, model, trace.run_id, task, _shown(shape)))
         self._parent_event(
             "subagent_started",
             request,
@@ -262,6 +262,7 @@ class SubagentLauncher:
         model: ModelUse,
         run_id: str,
         task: str,
+        shown: list[Span],
     ) -> RunStarted:
         """The child's ``RunStarted``: also all a re-run needs to start exactly like this run
         (``subagent_lab.api.runs.rerun``)."""
@@ -288,6 +289,7 @@ class SubagentLauncher:
             seed=spec.seed,
             temperature=spec.temperature,
             rerun_of=request.rerun_of,
+            shown=[tuple(span) for span in shown],
         )
 
     def _deps(
@@ -317,7 +319,7 @@ class SubagentLauncher:
             workspace_root=self.workspace.root,
             trace=trace,
             cancel=cancel,
-            shown=[*(Span(path) for path in shape.files), *shape.shown],
+            shown=_shown(shape),
             policies=policies,
             task=request.task,
             task_message=task.strip(),
@@ -404,3 +406,9 @@ def _failed(reason: TerminalReason, detail: str, started: float) -> LoopOutcome:
     return LoopOutcome(
         terminal_reason=reason, status="failed", detail=detail, elapsed_s=time.monotonic() - started
     )
+
+
+def _shown(shape: TaskShape) -> list[Span]:
+    """What the first message shows before any tool runs: the files it names, then the spans its
+    sections (a repo map) list."""
+    return [*(Span(path) for path in shape.files), *shape.shown]

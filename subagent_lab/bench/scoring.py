@@ -81,6 +81,7 @@ def context_from_events(events: Iterable[Event], *, require_seen: bool | None = 
         if isinstance(event, RunStarted):
             texts += [event.system_prompt, event.task]
             profile = event.profile_fields
+            seen += [Span(str(s[0]), int(s[1]), int(s[2])) for s in event.shown]
         elif isinstance(event, PromptAdded):
             texts.append(event.content)
         elif isinstance(event, ToolFinished) and event.status == "ok":

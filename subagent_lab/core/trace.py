@@ -71,6 +71,10 @@ class RunStarted(_Event):
     traces written before policies (and for a run without any)."""
     policy_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Each policy's parameters, by name."""
+    shown: list[tuple[str, int, int]] = Field(default_factory=list)
+    """Locations the first message showed before any tool ran (``[path, start, end]``, as
+    ``ToolFinished.spans``): the files it names (lines 0-0) and the units a repo map listed. They
+    count as seen, for the loop and for the scorer alike; empty in older traces."""
 
 
 class PromptAdded(_Event):

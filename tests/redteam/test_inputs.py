@@ -21,7 +21,8 @@ from subagent_lab.config.profiles import load_config
 from subagent_lab.core.tool import ToolError
 from subagent_lab.core.trace import ModelCalled, TraceWriter
 from subagent_lab.core.types import ConfigError, Message, ModelRequest, Usage
-from subagent_lab.models.openai_chat import MAX_ARG_DEPTH, OpenAIChatModel
+from subagent_lab.models.json_reply import MAX_ARG_DEPTH
+from subagent_lab.models.openai_chat import OpenAIChatModel
 
 
 def _nested(levels: int) -> dict[str, Any]:

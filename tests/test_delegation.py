@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest, fork_prefix
+from subagent_lab.agents.launch_io import fork_prefix
+from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
 from subagent_lab.agents.parent import MainAgent
 from subagent_lab.agents.task_tool import TaskContext
 from subagent_lab.bench.suite import BenchTask, GoldSpan

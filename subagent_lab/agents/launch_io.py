@@ -1,4 +1,5 @@
-"""What a launch reads and writes around the loop: the child's first message, the run's
+"""What a launch reads and writes around the loop: the child's first messages (a fork's share of
+the parent's conversation included), the run's
 ``RunStarted`` (one builder for child and parent), and a trace that records its write failures
 instead of raising them.
 
@@ -20,9 +21,10 @@ from pydantic import BaseModel
 
 from subagent_lab.config.agent_profile import AgentProfile
 from subagent_lab.config.profiles import ModelConfig, RuntimeProfile
+from subagent_lab.core.context import estimate_messages
 from subagent_lab.core.policy import Policy, policy_names, policy_params
 from subagent_lab.core.trace import Redactor, RunEnded, RunStarted, TraceWriter
-from subagent_lab.core.types import ModelChoice
+from subagent_lab.core.types import Message, ModelChoice
 from subagent_lab.workspace.sandbox import Workspace
 
 MAX_CONTEXT_DEPTH = 12
@@ -184,3 +186,31 @@ class GuardedTrace(TraceWriter):
             super().close()
         except OSError as exc:  # the final flush can fail too (a full disk)
             self.error = self.error or f"closing {self.path} failed: {type(exc).__name__}: {exc}"
+
+
+FORK_SHARE = 0.5
+"""At most this share of a forked child's context budget goes to the parent's conversation: the rest
+is left for the child's own turns (compaction would otherwise shorten its first observations)."""
+
+
+def fork_prefix(prior: list[Message], own: list[Message], context_budget: int) -> list[Message]:
+    """The newest of ``prior`` that fit ``FORK_SHARE`` of ``context_budget`` beside ``own`` (the
+    child's system prompt and task), as plain text turns: a tool call becomes its assistant text
+    plus the call, a tool result a user message, so the child's template never sees a call it
+    cannot answer and the child holds no tool it did not get."""
+    room = int(context_budget * FORK_SHARE) - estimate_messages(own)
+    kept: list[Message] = []
+    for message in reversed([_as_text(m) for m in prior if m.role != "system"]):
+        room -= estimate_messages([message])
+        if room < 0:
+            break
+        kept.append(message)
+    return kept[::-1]
+
+
+def _as_text(message: Message) -> Message:
+    if message.role == "tool":
+        text = f"[the parent's {message.name or 'tool'} result]\n{message.content}"
+        return Message(role="user", content=text)
+    calls = "".join(f"\n[the parent called {c.name} {json.dumps(c.arguments)}]" for c in message.tool_calls)
+    return Message(role=message.role, content=f"{message.content or ''}{calls}".strip() or "(empty)")

@@ -8,7 +8,6 @@ bug, ends as a failed ``SubagentResult`` whose ``terminal_reason`` and ``detail`
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import time
 import traceback
@@ -20,6 +19,7 @@ from pydantic import BaseModel, Field
 from subagent_lab.agents.launch_io import (
     GuardedTrace,
     ModelUse,
+    fork_prefix,
     plain_json,
     render_task,
     run_started,
@@ -28,7 +28,6 @@ from subagent_lab.agents.launch_io import (
 from subagent_lab.agents.result import SubagentResult, cost_usd
 from subagent_lab.config.agent_profile import apply_overrides
 from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile
-from subagent_lab.core.context import estimate_messages
 from subagent_lab.core.loop import LoopDeps, LoopOutcome, LoopSpec, run_loop
 from subagent_lab.core.model import Model
 from subagent_lab.core.permissions import PermissionGate
@@ -363,34 +362,6 @@ class SubagentLauncher:
                     **extra,
                 )
             )
-
-
-FORK_SHARE = 0.5
-"""At most this share of a forked child's context budget goes to the parent's conversation: the rest
-is left for the child's own turns (compaction would otherwise shorten its first observations)."""
-
-
-def fork_prefix(prior: list[Message], own: list[Message], context_budget: int) -> list[Message]:
-    """The newest of ``prior`` that fit ``FORK_SHARE`` of ``context_budget`` beside ``own`` (the
-    child's system prompt and task), as plain text turns: a tool call becomes its assistant text
-    plus the call, a tool result a user message, so the child's template never sees a call it
-    cannot answer and the child holds no tool it did not get."""
-    room = int(context_budget * FORK_SHARE) - estimate_messages(own)
-    kept: list[Message] = []
-    for message in reversed([_as_text(m) for m in prior if m.role != "system"]):
-        room -= estimate_messages([message])
-        if room < 0:
-            break
-        kept.append(message)
-    return kept[::-1]
-
-
-def _as_text(message: Message) -> Message:
-    if message.role == "tool":
-        text = f"[the parent's {message.name or 'tool'} result]\n{message.content}"
-        return Message(role="user", content=text)
-    calls = "".join(f"\n[the parent called {c.name} {json.dumps(c.arguments)}]" for c in message.tool_calls)
-    return Message(role=message.role, content=f"{message.content or ''}{calls}".strip() or "(empty)")
 
 
 class _NotStarted(Exception):

@@ -12,7 +12,6 @@ UNVERIFIED, which does not pass unless the profile sets ``accept_unverified``.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -30,6 +29,7 @@ from subagent_lab.agents.result import (
     gate_passes,
     merge_outcomes,
     roll_up,
+    unwrap_answer,
 )
 from subagent_lab.agents.task_tool import (
     ContextMode,
@@ -408,14 +408,3 @@ FORCED_LEAD = (
     "The harness sent your task, word for word, to an explore sub-agent. Its report follows; answer "
     "the task from it (cite its path:line evidence):"
 )
-
-
-def unwrap_answer(text: str) -> str:
-    """The answer text: ``{"answer": "..."}`` (how JSON-protocol models must answer) is unwrapped."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return text
-    if isinstance(data, dict) and set(data) == {"answer"} and isinstance(data["answer"], str):
-        return data["answer"].strip()
-    return text

@@ -3,6 +3,7 @@ summed over segments, children, costs, verdicts); their base ``RunResult``; and 
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -196,3 +197,14 @@ def roll_up(
         cost_by_model=cost_by_model,
         total_cost_usd=parent_cost + sum(c.cost_usd for c in children),
     )
+
+
+def unwrap_answer(text: str) -> str:
+    """The answer text: ``{"answer": "..."}`` (how JSON-protocol models must answer) is unwrapped."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(data, dict) and set(data) == {"answer"} and isinstance(data["answer"], str):
+        return data["answer"].strip()
+    return text

@@ -87,7 +87,10 @@ def report(df: pd.DataFrame) -> None:
             tasks = df[df["split"] == split]["task_id"].nunique()
             print(f"\n== {split}: {tasks} tasks, no-model baseline, differences [95% CI] W/L/T ==")
             print(f"  the preset: {full_mean(df, str(split)):.2f}; plain: {plain_mean(df, str(split)):.2f}")
-            print(part.drop(columns="split").round(2).to_string(index=False))
+            shown = part.drop(columns="split")
+            for column in ("preset without it", "plain with it alone"):
+                shown[column] = shown[column].map("{:.2f}".format)
+            print(shown.to_string(index=False))
 
 
 def main() -> int:

@@ -102,6 +102,21 @@ def scaffold_effects(df: pd.DataFrame, a: str = "aided", b: str = "plain") -> li
     return lines
 
 
+def over_floor(df: pd.DataFrame, floor: pd.DataFrame, name: str) -> list[str]:
+    """Each model arm (per scaffold) minus the retrieval floor ``floor``, paired by task: the lift
+    over the strongest no-model answer where retrieval beats the no-model policy (test)."""
+    lines = []
+    models = df[df["model_choice"] != "none"]
+    for (scaffold, model), part in models.groupby(["scaffold", "model_choice"], sort=True):
+        both = pd.concat([part, floor.assign(model_choice=name)])
+        d = paired_difference(both, str(model), name)
+        lines.append(
+            f"{model} ({scaffold}) − {name} = {d.diff.mean:+.2f} [{d.diff.low:+.2f}, {d.diff.high:+.2f}] "
+            f"(W/L/T {d.wins}/{d.losses}/{d.ties})"
+        )
+    return lines
+
+
 def load_meta(csv: str) -> dict[str, Any]:
     """The sidecar ``--save`` writes beside the rows (wall time, workers, load): ``{}`` if none."""
     path = Path(csv).with_suffix(".meta.json")
@@ -145,6 +160,8 @@ def report(df: pd.DataFrame) -> None:
                 f"[{ci.low:.2f}, {ci.high:.2f}], strict recall* {present['strict_line_recall'].mean():.2f}, "
                 f"file recall* {present['gold_recall_file'].mean():.2f}"
             )
+            for line in over_floor(part, rows, str(arm)):
+                print(f"    {line}")
         for sentence in comparison_sentences(part):
             print(f"  {sentence}")
         for line in scaffold_effects(part):

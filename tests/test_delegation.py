@@ -18,8 +18,8 @@ from subagent_lab.agents.task_tool import TaskContext
 from subagent_lab.bench.suite import BenchTask, GoldSpan
 from subagent_lab.config.profiles import LabConfig
 from subagent_lab.core.context import estimate_messages
-from subagent_lab.core.trace import ActionForced, read_trace
-from subagent_lab.core.types import Message, ModelRequest, ModelResponse, Usage
+from subagent_lab.core.trace import ActionForced, RunStarted, read_trace
+from subagent_lab.core.types import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from subagent_lab.experiments.delegation import Cell, DelegationSpec, run_children, run_study, study_tasks
 from subagent_lab.experiments.delegation_ledger import (
     answer_evidence,
@@ -125,8 +125,12 @@ def test_context_modes_decide_what_the_child_starts_from(
     agent = _agent(
         _with_main(config, tools=("Grep", "Task")), workspace, tmp_path, parent, child, context_mode=mode
     )
-    agent.run("Where is login?")
+    [record] = agent.run("Where is login?").children
     messages = child.requests[0].messages
+    # The child's trace records the parent's messages it started from: all of them, and only when forked.
+    start = read_trace(record.trace_path)[0]
+    assert isinstance(start, RunStarted)
+    assert start.prior_messages == (messages[1:-1] if mode == "forked" else [])
     first_user = [m for m in messages if m.role == "user"][-1].content
     assert ("Context from the parent agent" in first_user) == (mode != "isolated")
     earlier = "\n".join(str(m.content) for m in messages[1:-1])
@@ -149,6 +153,41 @@ def test_fork_prefix_keeps_the_newest_messages_within_the_childs_budget() -> Non
     assert estimate_messages(kept) + estimate_messages(own) <= 2000  # FORK_SHARE of the budget
     assert len(kept) < len(prior)
     assert fork_prefix(prior, own, context_budget=100) == []
+
+
+def test_a_forked_childs_trace_records_exactly_the_kept_prefix_redacted(
+    config: LabConfig, workspace: Path, tmp_path: Path
+) -> None:
+    secret = "sk-abcdefghijklmnopqrstuvwxyz0123456789"
+    prior = [Message(role="user", content=f"message {i} " + "x" * 600) for i in range(40)]
+    call = ToolCall(id="c1", name="Grep", arguments={"pattern": "def login"})
+    prior += [
+        Message(role="assistant", content="Searching.", tool_calls=[call]),
+        Message(role="tool", name="Grep", tool_call_id="c1", content=f"app/auth.py:4: def login  # {secret}"),
+    ]
+    model = ScriptedModel([final(GOOD), final(GOOD)])
+    launcher = _launcher(config, workspace, tmp_path, model)
+    forked_request = SubagentRequest(task="Where is login?", prior_messages=prior)
+    forked = launcher.launch(forked_request)
+    plain = launcher.launch(SubagentRequest(task="Where is login?"))
+
+    messages = model.requests[0].messages
+    budget = launcher.resolve_profile(forked_request).context_token_budget
+    kept = fork_prefix(prior, [messages[0], messages[-1]], budget)
+    assert messages[1:-1] == kept and 2 < len(kept) < len(prior)  # trimmed: the oldest dropped
+    assert secret in kept[-1].content  # the child's model is sent the parent's text as it was
+    start = read_trace(forked.trace_path)[0]
+    assert isinstance(start, RunStarted)
+    # Exactly the kept prefix, in order, as the trace writer's redactor masks it.
+    assert start.prior_messages[:-1] == kept[:-1]
+    assert start.prior_messages[-1].content == kept[-1].content.replace(secret, "[REDACTED]")
+    assert "[the parent called Grep" in start.prior_messages[-2].content
+    assert secret not in Path(forked.trace_path).read_text()
+    unforked = read_trace(plain.trace_path)[0]
+    assert isinstance(unforked, RunStarted) and unforked.prior_messages == []
+    # A trace written before the field still loads, with no prior messages.
+    older = RunStarted.model_validate_json(start.model_dump_json(exclude={"prior_messages"}))
+    assert older.prior_messages == []
 
 
 def test_the_harness_fixes_the_childs_model(config: LabConfig, workspace: Path, tmp_path: Path) -> None:

@@ -210,7 +210,11 @@ class SubagentLauncher:
         started = time.monotonic()
         shape, problem = self._shape(request, profile, policies)
         task = render_task(request.task, request.context, shape.overview, shape.files, shape.sections)
-        trace.emit(self._started(request, profile, spec, policies, model, trace.run_id, task, _shown(shape)))
+        system = Message(role="system", content=profile.system_prompt)
+        first = Message(role="user", content=task)
+        # Trimmed before the trace starts, so that RunStarted records what the child starts from.
+        prior = fork_prefix(request.prior_messages, [system, first], profile.context_token_budget)
+        trace.emit(self._started(request, profile, spec, policies, model, trace.run_id, task, shape, prior))
         self._parent_event(
             "subagent_started",
             request,
@@ -231,11 +235,7 @@ class SubagentLauncher:
             trace.emit(RunEnded(run_id=trace.run_id, step=0, **outcome.ended_fields()))
             return outcome
         deps = self._deps(request, profile, policies, llm, trace, cancel, shape, task)
-        system = Message(role="system", content=profile.system_prompt)
-        first = Message(role="user", content=task)
-        prior = fork_prefix(request.prior_messages, [system, first], profile.context_token_budget)
-        messages = [system, *prior, first]
-        return run_loop(spec, deps, messages)
+        return run_loop(spec, deps, [system, *prior, first])
 
     def _shape(
         self, request: SubagentRequest, profile: RuntimeProfile, policies: tuple[Policy, ...]
@@ -261,10 +261,12 @@ class SubagentLauncher:
         model: ModelUse,
         run_id: str,
         task: str,
-        shown: list[Span],
+        shape: TaskShape,
+        prior: list[Message],
     ) -> RunStarted:
         """The child's ``RunStarted``: also all a re-run needs to start exactly like this run
-        (``subagent_lab.api.runs.rerun``)."""
+        (``subagent_lab.api.runs.rerun``), and the share of the parent's conversation (``prior``)
+        a forked child starts from."""
         return run_started(
             run_id,
             profile,
@@ -288,7 +290,8 @@ class SubagentLauncher:
             seed=spec.seed,
             temperature=spec.temperature,
             rerun_of=request.rerun_of,
-            shown=[tuple(span) for span in shown],
+            shown=[tuple(span) for span in _shown(shape)],
+            prior_messages=prior,
         )
 
     def _deps(

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field, TypeAdapter
 from pydantic_core import PydanticSerializationError
 
 from subagent_lab.core.redact import Redactor as Redactor  # re-exported: one redactor for everything
-from subagent_lab.core.types import RunStatus, TerminalReason, Usage
+from subagent_lab.core.types import Message, RunStatus, TerminalReason, Usage
 
 SCHEMA_VERSION = 1
 
@@ -75,6 +75,10 @@ class RunStarted(_Event):
     """Locations the first message showed before any tool ran (``[path, start, end]``, as
     ``ToolFinished.spans``): the files it names (lines 0-0) and the units a repo map listed. They
     count as seen, for the loop and for the scorer alike; empty in older traces."""
+    prior_messages: list[Message] = Field(default_factory=list)
+    """A forked child's share of the parent's conversation, as the child got it (``fork_prefix``'s
+    kept messages, plain text turns) between its system prompt and ``task``; empty for a child
+    that was not forked, for a parent, and in older traces."""
 
 
 class PromptAdded(_Event):

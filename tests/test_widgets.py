@@ -22,7 +22,7 @@ from subagent_lab.core.trace import (
     TraceWriter,
     read_trace,
 )
-from subagent_lab.core.types import Usage
+from subagent_lab.core.types import Message, Usage
 from subagent_lab.experiments.sweep import SweepSpec, Variant, load_results, run_sweep, sweep_dir
 from subagent_lab.models.scripted import ScriptedFactory, final, tool_call
 from subagent_lab.widgets import (
@@ -132,6 +132,20 @@ def test_run_inspector_navigates_and_shows_citations(run: SubagentResult) -> Non
     inspector.evidence_buttons[1].click()
     assert "not grounded" in inspector.citation.value and "no such file" in inspector.citation.value
     assert "login is defined in app/auth.py" in inspector.contract_view.value
+
+
+def test_a_forked_child_shows_the_parent_messages_it_started_from(make_launcher: LauncherFactory) -> None:
+    launcher, _ = make_launcher([final(ANSWER), final(ANSWER)])
+    prior = [
+        Message(role="user", content="Where is login?"),
+        Message(role="assistant", content="Looking <now>."),
+    ]
+    forked = run_view(launcher.launch(SubagentRequest(task="Find login", prior_messages=prior)).trace_path)
+    first = step_html(forked.steps[0], forked)
+    assert "sl-forked" in first and "2 messages of the parent" in first
+    assert first.index("Where is login?") < first.index("Looking &lt;now&gt;.") < first.index("Find login")
+    plain = run_view(launcher.launch(SubagentRequest(task="Find login")).trace_path)
+    assert "sl-forked" not in step_html(plain.steps[0], plain)
 
 
 def test_limits_refusals_and_grace_turns_are_visible(make_launcher: LauncherFactory) -> None:

@@ -33,6 +33,7 @@ from subagent_lab.core.trace import (
     PromptAdded,
     RunEnded,
     RunStarted,
+    SubagentEvent,
     read_trace,
 )
 from subagent_lab.core.types import Usage
@@ -80,6 +81,8 @@ class RunLedger(BaseModel):
     """The weights' SHA-256 (embedded models), else the endpoint and model id."""
     wall_s: float = 0.0
     calls: list[LedgerCall] = Field(default_factory=list)
+    trace_path: str = ""
+    """Where the run's trace is (it may be missing: a child that was never started)."""
 
     @property
     def usage(self) -> Usage:
@@ -102,7 +105,13 @@ def run_ledger(
     trace_path: str | Path, role: Literal["parent", "task", "verification"], weights: str = ""
 ) -> RunLedger:
     """The ledger of the run recorded at ``trace_path``."""
-    events = read_trace(trace_path)
+    return _ledger(read_trace(trace_path), role, weights, str(trace_path))
+
+
+def _ledger(
+    events: list[Event], role: Literal["parent", "task", "verification"], weights: str, trace_path: str
+) -> RunLedger:
+    """The ledger of the run whose trace ``events`` are given."""
     start = next((e for e in events if isinstance(e, RunStarted)), None)
     end = next((e for e in events if isinstance(e, RunEnded)), None)
     calls: list[LedgerCall] = []
@@ -126,6 +135,7 @@ def run_ledger(
         weights=weights,
         wall_s=end.elapsed_s if end else 0.0,
         calls=calls,
+        trace_path=trace_path,
     )
 
 
@@ -141,6 +151,27 @@ def parent_ledgers(result: MainRunResult, lab: LabConfig) -> list[RunLedger]:
     out = [run_ledger(result.trace_path, "parent", weights(result.model_used))]
     for child in result.children:
         out.append(run_ledger(child.trace_path, child.via, weights(child.model_used)))
+    return out
+
+
+def trace_ledgers(parent_trace: str | Path) -> list[RunLedger]:
+    """A parent run's ledgers from its trace alone (an inspector has the file, not the run's
+    ``MainRunResult``): the parent's, then each child's in the order the children ended, as the
+    parent's ``subagent_completed`` and ``subagent_failed`` events name them. A child of the
+    ``verification`` profile is booked as a verification child, any other as a Task child; a child
+    whose trace is missing (it was never started) gets a ledger without calls. No weights: the
+    trace does not hold the configuration that resolves them."""
+    events = read_trace(parent_trace)
+    out = [_ledger(events, "parent", "", str(parent_trace))]
+    ended = ("subagent_completed", "subagent_failed")
+    for event in (e for e in events if isinstance(e, SubagentEvent) and e.kind in ended):
+        role: Literal["task", "verification"] = "verification" if event.profile == "verification" else "task"
+        if Path(event.child_trace).is_file():
+            out.append(run_ledger(event.child_trace, role))
+        else:
+            out.append(RunLedger(run_id=event.child_run_id, role=role, profile=event.profile,
+                                 model_used=event.model_used or "", wall_s=event.elapsed_s or 0.0,
+                                 trace_path=event.child_trace))  # fmt: skip
     return out
 
 

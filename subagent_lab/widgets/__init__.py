@@ -6,12 +6,16 @@ package never imports it, so ipywidgets is only loaded where a notebook asks for
 
 from subagent_lab.widgets.records import (
     EvidenceRecord,
+    LedgerRow,
     RunView,
     StepRecord,
     ToolRecord,
     child_traces,
     cited_lines,
     evidence_records,
+    is_parent_run,
+    ledger_rows,
+    rolled_up_usage,
     run_view,
     step_records,
 )
@@ -21,6 +25,7 @@ from subagent_lab.widgets.sweep_explorer import SweepExplorer, filter_runs, pick
 
 __all__ = [
     "EvidenceRecord",
+    "LedgerRow",
     "RunInspector",
     "RunView",
     "StepRecord",
@@ -30,8 +35,11 @@ __all__ = [
     "cited_lines",
     "evidence_records",
     "filter_runs",
+    "is_parent_run",
+    "ledger_rows",
     "pick_trace",
     "plot_run_tokens",
+    "rolled_up_usage",
     "run_view",
     "side_by_side",
     "step_records",

@@ -1,7 +1,8 @@
-"""Records folded from trace events: steps, tool calls, the run, its evidence.
+"""Records folded from trace events: steps, tool calls, the run, its evidence, a parent's ledger.
 
 Pure functions of a trace (and, for evidence, of the workspace recorded in its ``RunStarted``
-event); nothing here imports ipywidgets, so it is testable without a browser or a kernel.
+event; for a parent's ledger, of its children's traces); nothing here imports ipywidgets, so it is
+testable without a browser or a kernel.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from subagent_lab.core.trace import (
     ToolStarted,
     read_trace,
 )
+from subagent_lab.core.types import Usage
+from subagent_lab.experiments.delegation_ledger import ledger_totals, trace_ledgers
 
 CITATION_MAX_LINES = 60
 """At most this many lines of a citation are read: citing a whole file must not flood a cell."""
@@ -282,3 +285,76 @@ def cited_lines(
             if number >= first:
                 out.append((number, line.rstrip("\n"), record.start <= number <= end))
     return out
+
+
+@dataclass
+class LedgerRow:
+    """One row of a parent run's cost ledger: one run (the parent, a child), or the total."""
+
+    role: str
+    """``parent``, ``task`` or ``verification`` (``delegation_ledger.RunLedger.role``), or ``total``."""
+    profile: str
+    run_id: str
+    usage: Usage
+    """Input (prompt), output (completion) and cached prompt tokens of every charged call."""
+    calls: int
+    """Charged model calls, failed attempts included."""
+    served: str
+    """The model ids the server reported answering, comma-separated, in order of first use."""
+    wall_s: float
+    trace_path: str = ""
+
+
+def is_parent_run(run: RunView) -> bool:
+    """Whether ``run`` is a main agent's (its profile is ``main``) or launched sub-agents."""
+    return run.start is not None and (run.start.profile == "main" or bool(child_traces(run)))
+
+
+def ledger_rows(run: RunView) -> list[LedgerRow]:
+    """A parent run's cost ledger (``delegation_ledger.trace_ledgers``): the parent's row, each
+    child's in the order they ended, then the total; empty for a child run or a view built from
+    events rather than a file.
+
+    The total sums every run's tokens and calls; its wall time is the parent's, since the children
+    ran inside it (adding theirs would count that time twice)."""
+    if not run.trace_path or not is_parent_run(run):
+        return []
+    ledgers = trace_ledgers(run.trace_path)
+    rows = [
+        LedgerRow(
+            role=ledger.role,
+            profile=ledger.profile,
+            run_id=ledger.run_id,
+            usage=ledger.usage,
+            calls=len(ledger.calls),
+            served=",".join(ledger.model_ids),
+            wall_s=ledger.wall_s,
+            trace_path=ledger.trace_path,
+        )
+        for ledger in ledgers
+    ]
+    total = LedgerRow(
+        role="total",
+        profile="",
+        run_id="",
+        usage=ledger_totals(ledgers),
+        calls=sum(row.calls for row in rows),
+        served=",".join(dict.fromkeys(i for ledger in ledgers for i in ledger.model_ids)),
+        wall_s=ledgers[0].wall_s,
+    )
+    return [*rows, total]
+
+
+def rolled_up_usage(run: RunView) -> Usage | None:
+    """What the parent's own trace says the whole run used: its ``run_ended`` usage plus each
+    finished child's (its ``subagent_completed`` or ``subagent_failed`` event), the sum
+    ``MainRunResult.total_usage`` holds; None for a run that never ended."""
+    if run.end is None:
+        return None
+    children = (
+        sub.usage or Usage()
+        for step in run.steps
+        for sub in step.subagents
+        if sub.kind in ("subagent_completed", "subagent_failed")
+    )
+    return sum(children, run.end.usage)

@@ -7,7 +7,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from subagent_lab.widgets.records import EvidenceRecord, RunView, StepRecord, ToolRecord
+from subagent_lab.core.types import Usage
+from subagent_lab.widgets.records import EvidenceRecord, LedgerRow, RunView, StepRecord, ToolRecord
 
 RESULT_PREVIEW_CHARS = 400
 """Tool results longer than this are cut in the collapsed view."""
@@ -92,6 +93,7 @@ def step_html(record: StepRecord, run: RunView, *, expand: bool = False) -> str:
         f"<small>(loop step {record.step}, {_e(record.purpose)})</small>"
     ]
     if record.index == 0 and run.start is not None:
+        parts.append(forked_html(run))
         parts.append(f"<div><b>task</b> (user):{_pre(run.start.task)}</div>")
     for purpose, content in record.prompts:
         parts.append(f"<div><b>harness prompt</b> ({_e(purpose)}):{_pre(content)}</div>")
@@ -137,6 +139,19 @@ def step_html(record: StepRecord, run: RunView, *, expand: bool = False) -> str:
     return "".join(parts)
 
 
+def forked_html(run: RunView) -> str:
+    """The parent's messages a forked child started from, before its task (collapsed; empty for a
+    run that was not forked)."""
+    prior = run.start.prior_messages if run.start is not None else []
+    if not prior:
+        return ""
+    turns = "".join(f"<div><small>{_e(m.role)}</small>{_pre(m.content)}</div>" for m in prior)
+    return (
+        f'<details class="sl-forked"><summary><b>forked</b>: {len(prior)} messages of the parent\'s '
+        f"conversation, before the task</summary>{turns}</details>"
+    )
+
+
 def header_html(run: RunView) -> str:
     """Who ran what, under which budgets, and how it ended."""
     if run.start is None:
@@ -171,6 +186,47 @@ def header_html(run: RunView) -> str:
         )
     parts.append("</div>")
     return "".join(parts)
+
+
+LEDGER_COLUMNS = ("run", "profile", "run id", "input", "output", "cached", "calls", "served model", "wall")
+
+
+def ledger_html(rows: Sequence[LedgerRow], rolled_up: Usage | None) -> str:
+    """A parent run's cost ledger as a table, one row per run and the total last (``ledger_rows``),
+    with a warning when the total is not what the parent's trace rolled up (``rolled_up``): then a
+    child's trace is missing or incomplete. Empty without rows."""
+    if not rows:
+        return ""
+    head = "".join(f'<th style="padding:0 6px">{_e(name)}</th>' for name in LEDGER_COLUMNS)
+    body = "".join(_ledger_row_html(row) for row in rows)
+    total = rows[-1].usage
+    parts = [
+        f'<div class="sl-ledger" style="{BOX_STYLE}"><b>cost ledger</b> '
+        "<small>(tokens per run; the total's wall time is the parent's: the children ran inside it)"
+        f'</small><table style="font-size:12px;border-collapse:collapse"><tr>{head}</tr>{body}</table>'
+    ]
+    if rolled_up is not None and _tokens(rolled_up) != _tokens(total):
+        parts.append(
+            f'<div class="sl-ledger-mismatch" style="color:#cf222e">the traces sum to '
+            f"{total.total_tokens:,} tokens, the parent's roll-up to {rolled_up.total_tokens:,}: "
+            "a child's trace is missing or incomplete</div>"
+        )
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _tokens(usage: Usage) -> tuple[int, int, int]:
+    return usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens
+
+
+def _ledger_row_html(row: LedgerRow) -> str:
+    u = row.usage
+    cells = (row.role, row.profile, row.run_id, f"{u.prompt_tokens:,}", f"{u.completion_tokens:,}",
+             f"{u.cached_tokens:,}", str(row.calls), row.served or "-", f"{row.wall_s:.1f} s")  # fmt: skip
+    css = "sl-ledger-total" if row.role == "total" else "sl-ledger-row"
+    style = "font-weight:bold;border-top:1px solid #d0d7de" if row.role == "total" else ""
+    tds = "".join(f'<td style="padding:0 6px">{_e(cell)}</td>' for cell in cells)
+    return f'<tr class="{css}" style="{style}">{tds}</tr>'
 
 
 def contract_html(run: RunView, evidence: Sequence[EvidenceRecord]) -> str:

@@ -10,23 +10,36 @@ import ipywidgets as widgets
 
 from subagent_lab.widgets.records import (
     EvidenceRecord,
+    LedgerRow,
     RunView,
     child_traces,
     cited_lines,
     evidence_records,
+    ledger_rows,
+    rolled_up_usage,
     run_view,
 )
-from subagent_lab.widgets.render import citation_html, contract_html, header_html, plot_run_tokens, step_html
+from subagent_lab.widgets.render import (
+    citation_html,
+    contract_html,
+    header_html,
+    ledger_html,
+    plot_run_tokens,
+    step_html,
+)
 
 
 class RunInspector(widgets.VBox):
-    """Step through one run: messages, tool calls, budgets, terminal reason, grounded evidence.
+    """Step through one run: messages, tool calls, budgets, terminal reason, grounded evidence; for a
+    parent run, its cost ledger (the parent's and each child's tokens, calls, served model, wall time).
 
-    Reads only the trace file (and, to show cited lines, the workspace recorded in it), so a
-    finished sweep can be inspected later in a fresh kernel.
+    Reads only traces (the run's, and for a parent's ledger its children's) and, to show cited
+    lines, the workspace recorded in them, so a finished sweep can be inspected later in a fresh
+    kernel.
 
     Attributes worth poking at from code (and tests): ``run`` (the folded trace), ``slider``,
-    ``step_view``, ``expand``, ``evidence`` and ``evidence_buttons``, ``citation``.
+    ``step_view``, ``expand``, ``evidence`` and ``evidence_buttons``, ``citation``, ``ledger`` and
+    ``ledger_view``.
     """
 
     def __init__(self, trace_path: str | Path, *, title: str | None = None, **kwargs: Any) -> None:
@@ -35,6 +48,8 @@ class RunInspector(widgets.VBox):
         n = len(self.run.steps)
         self.title = widgets.HTML(f"<h4 style='margin:4px 0'>{html.escape(title)}</h4>" if title else "")
         self.header = widgets.HTML(header_html(self.run))
+        self.ledger: list[LedgerRow] = ledger_rows(self.run)
+        self.ledger_view = widgets.HTML(ledger_html(self.ledger, rolled_up_usage(self.run)))
         self.slider = widgets.IntSlider(
             value=0,
             min=0,
@@ -87,6 +102,7 @@ class RunInspector(widgets.VBox):
             [
                 self.title,
                 self.header,
+                *([self.ledger_view] if self.ledger else []),
                 nav,
                 self.step_view,
                 self.contract_view,

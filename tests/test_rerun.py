@@ -11,11 +11,13 @@ from conftest import REPO
 
 import subagent_lab as sl
 from subagent_lab.agents.launch_io import render_task
+from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
 from subagent_lab.api.rerun import recorded_start, split_rendered_task
 from subagent_lab.cli.main import main as cli_main
 from subagent_lab.config.profiles import LabConfig, ModelConfig
 from subagent_lab.config.scaffolds import PLAIN_FIELDS, SCAFFOLD_FIELDS
 from subagent_lab.core.trace import RunStarted, TraceWriter, read_trace
+from subagent_lab.core.types import Message
 from subagent_lab.local_models import factory as factory_module
 from subagent_lab.models.scripted import ScriptedModel, final, tool_call
 
@@ -212,3 +214,24 @@ def test_cli_rerun(
 
     assert cli_main(["--config", str(path), "rerun", str(tmp_path / "missing.jsonl")]) == 2
     assert "missing.jsonl" in capsys.readouterr().err
+
+
+def test_a_forked_child_reruns_from_the_parent_messages_it_was_given(
+    config: LabConfig, workspace: Path, tmp_path: Path, models: Models
+) -> None:
+    prior = [
+        Message(role="user", content="Find where login is checked."),
+        Message(role="assistant", content="I will ask an explore child."),
+    ]
+    first_model = ScriptedModel(_script())
+    launcher = SubagentLauncher(config, workspace, model_factory=lambda c, m: first_model, trace_dir=tmp_path)
+    first = launcher.launch(SubagentRequest(task="Where is login?", prior_messages=prior))
+    assert first.status == "completed", first.detail
+    assert recorded_start(first.trace_path).prior_messages == prior
+
+    again = sl.rerun(first, config=config, runs_dir=tmp_path)
+    [(_, model)] = models.made
+    sent = [m.content for m in model.requests[0].messages]
+    assert sent == [m.content for m in first_model.requests[0].messages]  # system, the prior, the task
+    assert [m.content for m in prior] == sent[1:3]
+    assert _start(again.trace_path).prior_messages == prior

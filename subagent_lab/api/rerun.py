@@ -19,7 +19,7 @@ from subagent_lab.api.runs import ConfigArg, ModelArg, as_choice, as_config, fac
 from subagent_lab.api.views import RunLike, trace_of
 from subagent_lab.config.scaffolds import SCAFFOLD_FIELDS
 from subagent_lab.core.trace import RunStarted, read_trace
-from subagent_lab.core.types import ModelChoice
+from subagent_lab.core.types import Message, ModelChoice
 
 CONTEXT_HEADER = "\n\nContext from the parent agent (JSON):\n"
 """How ``launch_io.render_task`` introduces the structured context."""
@@ -46,6 +46,8 @@ class RecordedStart:
     """Profile fields the run ran with (old traces: its budgets and tools only)."""
     seed: int | None = None
     temperature: float | None = None
+    prior_messages: list[Message] = field(default_factory=list)
+    """The parent messages a forked child started from, as its trace holds them (redacted)."""
 
 
 def recorded_start(trace: str | Path) -> RecordedStart:
@@ -73,6 +75,7 @@ def recorded_start(trace: str | Path) -> RecordedStart:
         profile_fields=fields,
         seed=start.seed,
         temperature=start.temperature,
+        prior_messages=list(start.prior_messages),
     )
 
 
@@ -116,8 +119,9 @@ def rerun(
     profile fields the recorded run ran with and its seed and temperature; only what is passed
     here changes. The scaffold is held: every scaffold field runs as recorded, so a re-run on
     another model changes the model and nothing else (no model's own tuning comes along); pass
-    ``scaffold=`` to run another preset. Its trace and result name the trace it re-ran
-    (``rerun_of``).
+    ``scaffold=`` to run another preset. A forked child starts again from the parent messages its
+    trace recorded (redacted as recorded: a masked secret stays masked). Its trace and result name
+    the trace it re-ran (``rerun_of``).
 
     Args:
         trace_or_run: A child's trace path, its ``SubagentResult``, or its row of a sweep table.
@@ -150,6 +154,7 @@ def rerun(
         task=start.task,
         profile=start.profile,
         context=start.context,
+        prior_messages=start.prior_messages,
         model=choice,
         overrides={
             **_changed_fields(launcher, start),

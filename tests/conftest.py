@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,6 +28,21 @@ REAL_MODEL = (
     "this unit test reached for a real model ({what}); pass a ScriptedModel (or a model_factory) "
     "or mark the test `live`"
 )
+LOGIN_ANSWER: dict[str, Any] = {
+    "status": "completed",
+    "summary": "login is defined in app/auth.py and calls check_password.",
+    "findings": ["login calls check_password"],
+    "evidence": ["app/auth.py:4-5"],
+    "unresolved_questions": [],
+}
+"""A valid explore answer about the ``workspace`` fixture's login (its evidence is real lines)."""
+
+
+def task_call(prompt: str, **extra: Any) -> tuple[str, dict[str, Any]]:
+    """A parent's Task call (name and arguments) asking an explore child ``prompt``."""
+    return ("Task", {"description": "explore job", "prompt": prompt, "subagent_type": "explore", **extra})
+
+
 EMBEDDED_ROOTS = ("http://127.0.0.1:8765", "http://localhost:8765")
 """The embedded server's address in the repo's profiles.yaml (and ServerConfig's default)."""
 STAND_IN_SERVER_TESTS = frozenset({"test_server.py"})

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import LOGIN_ANSWER, task_call
 
 from subagent_lab.agents.launch_io import fork_prefix
 from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
@@ -31,17 +32,10 @@ from subagent_lab.experiments.delegation_ledger import (
 from subagent_lab.experiments.delegation_table import study_sentences, study_table
 from subagent_lab.models.scripted import ScriptedModel, final, tool_call, tool_calls
 
-GOOD = {
-    "status": "completed",
-    "summary": "login is defined in app/auth.py and calls check_password.",
-    "findings": ["login calls check_password"],
-    "evidence": ["app/auth.py:4-5"],
-    "unresolved_questions": [],
-}
+GOOD = LOGIN_ANSWER
 
 
-def _task(prompt: str, **extra: Any) -> tuple[str, dict[str, Any]]:
-    return ("Task", {"description": "explore job", "prompt": prompt, "subagent_type": "explore", **extra})
+_task = task_call
 
 
 def _with_main(config: LabConfig, **fields: Any) -> LabConfig:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import LOGIN_ANSWER, task_call
 
 from subagent_lab.agents.parent import MainAgent
 from subagent_lab.agents.result import MainRunResult
@@ -17,13 +18,7 @@ from subagent_lab.models.scripted import ScriptedModel, final, tool_call, tool_c
 from subagent_lab.widgets import RunInspector, is_parent_run, ledger_rows, rolled_up_usage, run_view
 from subagent_lab.widgets.render import ledger_html
 
-GOOD = {
-    "status": "completed",
-    "summary": "login is defined in app/auth.py and calls check_password.",
-    "findings": ["login calls check_password"],
-    "evidence": ["app/auth.py:4-5"],
-    "unresolved_questions": [],
-}
+GOOD = LOGIN_ANSWER
 PASS = {"verdict": "PASS", "reasons": ["login is at app/auth.py:4"], "findings": [],
         "evidence": ["app/auth.py:4"]}  # fmt: skip
 
@@ -34,8 +29,7 @@ def _served(payload: Any, model_id: str, prompt: int, completion: int, cached: i
     return response.model_copy(update={"model_id": model_id, "usage": usage})
 
 
-def _task(prompt: str) -> tuple[str, dict[str, Any]]:
-    return ("Task", {"description": "explore job", "prompt": prompt, "subagent_type": "explore"})
+_task = task_call
 
 
 @pytest.fixture

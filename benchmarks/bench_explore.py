@@ -15,7 +15,8 @@ docs/benchmarks.md can be re-printed from a committed summary.
 
 Usage: python benchmarks/bench_explore.py [--splits dev,test] [--models none,light,main]
        [--scaffolds plain,aided] [--tasks all] [--repeats 1] [--temperature 0.3]
-       [--workers 1] [--set key=value ...] [--save FILE] [--from FILE]
+       [--workers 1] [--set key=value ...] [--save FILE] [--from FILE[,FILE...]]
+       [--contrast A:B ...]
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import pandas as pd
 import yaml
 
 from subagent_lab.analysis.headline import comparison_sentences, lift_table, readable_lift
-from subagent_lab.analysis.stats import mean_ci, paired_difference
+from subagent_lab.analysis.stats import mean_ci, paired_difference, repeat_spread
 from subagent_lab.experiments.sweep import SweepSpec, Variant, run_sweep
 
 SHOWN = {"strict_line_recall": "strict recall*", "gold_recall_file": "file recall*"}
@@ -134,8 +135,22 @@ def _commit() -> str:
     return out.stdout.strip() or "unknown"
 
 
-def report(df: pd.DataFrame) -> None:
-    """Print every split's tables (see the module docstring)."""
+def spread_lines(df: pd.DataFrame) -> list[str]:
+    """Sampling spread per (scaffold, model) where tasks ran more than once (``repeat_spread``)."""
+    keys = [c for c in ("scaffold", "model_choice") if c in df.columns]
+    table = repeat_spread(df, keys)
+    return [
+        f"{' '.join(str(r[k]) for k in keys)}: {r['tasks_varying']}/{r['tasks']} tasks vary over "
+        f"{r['repeats']} repeats; within-task sd {r['within_sd']:.2f}, between-task sd "
+        f"{r['between_sd']:.2f}, sampling's share of variance {r['sampling_share']:.2f}, "
+        f"repeat pairs that differ {r['flip_rate']:.2f}"
+        for _, r in table.iterrows()
+    ]
+
+
+def report(df: pd.DataFrame, contrasts: tuple[tuple[str, str], ...] = (("aided", "plain"),)) -> None:
+    """Print every split's tables (see the module docstring); ``contrasts``: the scaffold pairs
+    ``(a, b)`` whose per-model paired difference ``a − b`` is printed where both ran."""
     splits = sorted(df["split"].dropna().unique()) if "split" in df.columns else [None]
     for split in splits:
         part = df if split is None else df[df["split"] == split]
@@ -164,8 +179,14 @@ def report(df: pd.DataFrame) -> None:
                 print(f"    {line}")
         for sentence in comparison_sentences(part):
             print(f"  {sentence}")
-        for line in scaffold_effects(part):
-            print(f"  the aids' effect, {line}")
+        for a, b in contrasts:
+            for line in scaffold_effects(part, a, b):
+                print(f"  scaffold effect, {line}")
+        spread = spread_lines(part)
+        if spread:
+            print("  sampling spread (tasks with repeats):")
+            for line in spread:
+                print(f"    {line}")
         by_kind = part.pivot_table(index="kind", columns=["scaffold", "model_choice"], values="quality")
         print("  quality by kind:")
         print("  " + by_kind.round(2).to_string().replace("\n", "\n  "))
@@ -188,18 +209,32 @@ def main() -> int:
     parser.add_argument(
         "--retrieval", type=int, default=4, help="top-k units of the retrieval floor (0: none)"
     )
-    parser.add_argument("--from", dest="source", default=None, help="print the tables of a saved CSV")
+    parser.add_argument(
+        "--from", dest="source", default=None,
+        help="print the tables of saved CSVs (comma-separated: their rows are pooled; --tasks filters)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--contrast", action="append", default=None, metavar="A:B",
+        help="scaffold pair whose per-model paired difference A − B is printed (default aided:plain)",
+    )  # fmt: skip
     args = parser.parse_args()
+    contrasts = tuple(tuple(c.split(":", 1)) for c in (args.contrast or ["aided:plain"]))
     if args.source:
-        meta = load_meta(args.source)
-        if meta:
-            print(
-                f"{meta['runs']} runs in {float(meta['wall_s']) / 60:.1f} min wall ({meta['started']} to "
-                f"{meta['finished']} UTC), {meta['workers']} worker(s), T={meta['temperature']}, "
-                f"commit {meta['commit']}, load average {meta['load_start']} at the start, "
-                f"{meta['load_end']} at the end"
-            )
-        report(pd.read_csv(args.source))
+        frames = []
+        for source in args.source.split(","):
+            meta = load_meta(source)
+            if meta:
+                print(
+                    f"{source}: {meta['runs']} runs in {float(meta['wall_s']) / 60:.1f} min wall "
+                    f"({meta['started']} to {meta['finished']} UTC), {meta['workers']} worker(s), "
+                    f"T={meta['temperature']}, commit {meta['commit']}, load average "
+                    f"{meta['load_start']} at the start, {meta['load_end']} at the end"
+                )
+            frames.append(pd.read_csv(source))
+        rows = pd.concat(frames, ignore_index=True)
+        if args.tasks != "all":
+            rows = rows[rows["task_id"].isin(args.tasks.split(","))]
+        report(rows, contrasts)
         return 0
     overrides = {k: yaml.safe_load(v) for k, _, v in (s.partition("=") for s in args.set)}
     frames = []
@@ -209,7 +244,7 @@ def main() -> int:
             name=f"{args.name}-{split}",
             split=split,
             tasks=tuple(args.tasks.split(",")),
-            models=tuple(args.models.split(",")),  # type: ignore[arg-type]
+            models=tuple(args.models.split(",")),
             scaffolds=tuple(args.scaffolds.split(",")),
             variants=(Variant(label="cli" if overrides else "default", overrides=overrides),),
             repeats=args.repeats,
@@ -232,7 +267,7 @@ def main() -> int:
         }  # fmt: skip
         Path(args.save).with_suffix(".meta.json").write_text(json.dumps(meta, indent=2) + "\n")
         print(f"rows written to {args.save} (re-print: --from {args.save})")
-    report(df)
+    report(df, contrasts)
     return 0
 
 

@@ -19,6 +19,7 @@ from subagent_lab.analysis.stats import (
     derive_seed,
     mean_ci,
     paired_difference,
+    repeat_spread,
 )
 
 FAST = 2000
@@ -205,3 +206,25 @@ def test_compare_table_without_a_baseline_arm_leaves_lift_empty() -> None:
     assert len(table) == 1 and math.isnan(table["lift"].iloc[0]) and table["n"].iloc[0] == 3
     with pytest.raises(ValueError, match="arm"):
         compare_table(_rows("main", [0.2]), by=["model_choice"], baseline="none", arm="scaffold")
+
+
+def test_repeat_spread_separates_sampling_from_task_differences() -> None:
+    rows = [
+        # arm a: task t1 flips between 0 and 1, t2 is stable at 0.5; arm b never varies
+        *({"arm": "a", "task_id": "t1", "quality": q} for q in (0.0, 1.0, 1.0)),
+        *({"arm": "a", "task_id": "t2", "quality": 0.5} for _ in range(3)),
+        *({"arm": "b", "task_id": t, "quality": q} for t, q in (("t1", 0.2), ("t2", 0.8)) for _ in range(2)),
+        {"arm": "c", "task_id": "t1", "quality": 1.0},  # no repeats: left out
+    ]
+    out = repeat_spread(pd.DataFrame(rows), ["arm"]).set_index("arm")
+    assert list(out.index) == ["a", "b"]
+    a, b = out.loc["a"], out.loc["b"]
+    assert (a["tasks"], a["repeats"], a["tasks_varying"]) == (2, 3, 1)
+    # t1's sd is sqrt(1/3), t2's is 0: their mean
+    assert a["within_sd"] == pytest.approx(np.sqrt(1 / 3) / 2)
+    # of t1's three pairs two differ, none of t2's
+    assert a["flip_rate"] == pytest.approx(2 / 6)
+    within, between = (1 / 3) / 2, np.var([2 / 3, 0.5], ddof=1)
+    assert a["sampling_share"] == pytest.approx(within / (within + between))
+    assert (b["tasks_varying"], b["within_sd"], b["flip_rate"], b["sampling_share"]) == (0, 0.0, 0.0, 0.0)
+    assert b["between_sd"] == pytest.approx(np.std([0.2, 0.8], ddof=1))

@@ -297,3 +297,41 @@ def compare_table(
         rows.append(row)
     out = pd.DataFrame(rows, columns=[*by, *COMPARE_COLUMNS])
     return out.astype({"n": int, "repeats": int, "wins": "Int64", "losses": "Int64", "ties": "Int64"})
+
+
+SPREAD_COLUMNS = ["tasks", "repeats", "tasks_varying", "within_sd", "between_sd", "sampling_share",
+                  "flip_rate"]  # fmt: skip
+"""The columns ``repeat_spread`` adds after its ``by`` columns."""
+
+
+def repeat_spread(
+    df: pd.DataFrame, by: Sequence[str], *, value: str = "quality", task: str = "task_id"
+) -> pd.DataFrame:
+    """How much sampling moves ``value``: one row per group of ``by`` over the tasks with two or
+    more repeats.
+
+    ``tasks_varying``: tasks whose repeats do not all score the same; ``within_sd``: the mean over
+    tasks of the standard deviation across a task's repeats (ddof 1); ``between_sd``: the standard
+    deviation of the task means (ddof 1); ``sampling_share``: mean within-task variance over
+    (that + the variance of task means), the part of a run's spread that repeats, not tasks, carry;
+    ``flip_rate``: over pairs of repeats of one task, the share that differ by more than
+    ``TIE_TOLERANCE``. Groups without a repeated task are left out."""
+    rows: list[dict[str, object]] = []
+    for key, group in df.groupby(list(by), sort=True, dropna=False):
+        labels = dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True))
+        repeated = [np.array(v) for v in _per_task(group, value, task).values() if len(v) > 1]
+        if not repeated:
+            continue
+        within = np.array([x.var(ddof=1) for x in repeated])
+        means = np.array([x.mean() for x in repeated])
+        between = float(means.var(ddof=1)) if len(means) > 1 else math.nan
+        pairs = [abs(a - b) > TIE_TOLERANCE for x in repeated for i, a in enumerate(x) for b in x[i + 1 :]]
+        total = float(within.mean()) + between
+        rows.append({
+            **labels, "tasks": len(repeated), "repeats": max(len(x) for x in repeated),
+            "tasks_varying": int(sum(np.ptp(x) > TIE_TOLERANCE for x in repeated)),
+            "within_sd": float(np.sqrt(within).mean()), "between_sd": math.sqrt(between),
+            "sampling_share": float(within.mean()) / total if total > 0 else math.nan,
+            "flip_rate": float(np.mean(pairs)),
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=[*by, *SPREAD_COLUMNS])

@@ -86,6 +86,10 @@ def retrieval_rows(split: str, tasks: tuple[str, ...], k: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _signed(x: float) -> str:
+    return f"{x:+.2f}".replace("-", "−")
+
+
 def scaffold_effects(df: pd.DataFrame, a: str = "aided", b: str = "plain") -> list[str]:
     """Per model: ``a − b`` (the aids' effect), paired by task on one split, with its interval and
     win/loss/tie counts: which aids survive on test and which only helped dev."""
@@ -97,7 +101,7 @@ def scaffold_effects(df: pd.DataFrame, a: str = "aided", b: str = "plain") -> li
             continue
         d = paired_difference(part, a, b, arm="scaffold")
         lines.append(
-            f"{model}: {a} − {b} = {d.diff.mean:+.2f} [{d.diff.low:+.2f}, {d.diff.high:+.2f}] "
+            f"{model}: {a} − {b} = {_signed(d.diff.mean)} [{_signed(d.diff.low)}, {_signed(d.diff.high)}] "
             f"({d.a_mean:.2f} vs {d.b_mean:.2f}; W/L/T {d.wins}/{d.losses}/{d.ties})"
         )
     return lines
@@ -112,8 +116,8 @@ def over_floor(df: pd.DataFrame, floor: pd.DataFrame, name: str) -> list[str]:
         both = pd.concat([part, floor.assign(model_choice=name)])
         d = paired_difference(both, str(model), name)
         lines.append(
-            f"{model} ({scaffold}) − {name} = {d.diff.mean:+.2f} [{d.diff.low:+.2f}, {d.diff.high:+.2f}] "
-            f"(W/L/T {d.wins}/{d.losses}/{d.ties})"
+            f"{model} ({scaffold}) − {name} = {_signed(d.diff.mean)} [{_signed(d.diff.low)}, "
+            f"{_signed(d.diff.high)}] (W/L/T {d.wins}/{d.losses}/{d.ties})"
         )
     return lines
 

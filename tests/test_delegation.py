@@ -377,6 +377,27 @@ def test_study_tasks_cover_every_kind_early() -> None:
     assert study_tasks("dev", 2) == tasks[:2]
 
 
+def test_the_plan_takes_the_splits_in_turn_with_every_cell_of_a_task_together(tmp_path: Path) -> None:
+    from subagent_lab.config.profiles import load_config
+    from subagent_lab.experiments.delegation import plan_study
+
+    cells = (Cell(arm="alone"), Cell(arm="forced-delegation"))
+    spec = DelegationSpec(tasks_per_split=2, cells=cells, baseline=True)
+    runs = plan_study(spec, config_path=None, out=tmp_path, lab=load_config())
+    order = [(r.split, r.task.id, r.cell.label) for r in runs]
+    dev, test = study_tasks("dev", 2), study_tasks("test", 2)
+    expected = [
+        (split, task.id, cell.label)
+        for pair in zip(dev, test, strict=True)
+        for split, task in zip(("dev", "test"), pair, strict=True)
+        for cell in cells
+    ]
+    assert order == expected
+    # stopped after any whole task, the rows hold both splits (from the second task on) and every cell
+    first_four = {(split, label) for split, _, label in order[:4]}
+    assert first_four == {(s, c.label) for s in ("dev", "test") for c in cells}
+
+
 def test_the_study_runs_on_the_no_model_baseline_and_tabulates(tmp_path: Path) -> None:
     cells = (Cell(arm="alone"), Cell(arm="forced-delegation"))
     spec = DelegationSpec(splits=("dev",), tasks_per_split=1, cells=cells, baseline=True)

@@ -148,28 +148,32 @@ def study_tasks(split: str, n: int) -> list[BenchTask]:
 def plan_study(
     spec: DelegationSpec, *, config_path: str | None, out: Path, lab: LabConfig, cache: bool = False
 ) -> list[StudyRun]:
-    """Every parent run of the study, in a deterministic order."""
+    """Every parent run of the study, in a deterministic order: task by task, the splits taking
+    turns (dev's first task, test's first, dev's second, ...), every cell of a task together, so a
+    study stopped early still holds every cell, paired, on both splits."""
+    models: list[ModelChoice] = ["none"] if spec.baseline else [spec.parent_model, "light", "main"]
+    per_split: dict[str, list[BenchTask]] = {s: study_tasks(s, spec.tasks_per_split) for s in spec.splits}
+    stamps = {s: row_stamp(provenance(lab, tasks, models), models[0]) for s, tasks in per_split.items()}
+    cache_dir = str(out.parent / "model-cache") if cache else None
     runs: list[StudyRun] = []
-    for split in spec.splits:
-        tasks = study_tasks(split, spec.tasks_per_split)
-        models: list[ModelChoice] = ["none"] if spec.baseline else [spec.parent_model, "light", "main"]
-        stamp = row_stamp(provenance(lab, tasks, models), models[0])
-        for task in tasks:
+    for index in range(max((len(t) for t in per_split.values()), default=0)):
+        for split, tasks in per_split.items():
+            if index >= len(tasks):
+                continue
             for cell in spec.cells:
                 for repeat in range(spec.repeats):
-                    key = "|".join([split, task.id, cell.label, str(repeat)])
-                    cache_dir = str(out.parent / "model-cache") if cache else None
+                    key = "|".join([split, tasks[index].id, cell.label, str(repeat)])
                     runs.append(
                         StudyRun(
                             run_key=key,
-                            task=task,
+                            task=tasks[index],
                             split=split,
                             cell=cell,
                             repeat=repeat,
                             spec=spec,
                             config_path=config_path,
                             trace_dir=str(out / "traces"),
-                            stamp=stamp,
+                            stamp=stamps[split],
                             cache_dir=cache_dir,
                         )
                     )

@@ -7,6 +7,8 @@ one plain sentence per cell: did delegation keep the parent's context smaller, a
     .venv/bin/python benchmarks/bench_delegation.py              # the study: ~3 h of model time, 2 cores
     .venv/bin/python benchmarks/bench_delegation.py --baseline   # every model the no-model baseline: seconds
     .venv/bin/python benchmarks/bench_delegation.py --from runs/sweeps/delegation-<hash>   # print a study
+    .venv/bin/python benchmarks/bench_delegation.py --from DIR --save benchmarks/results/delegation.csv
+    .venv/bin/python benchmarks/bench_delegation.py --from benchmarks/results/delegation.csv   # the summary
 
 ``--parallel``: two explore children of one parent turn, on two server slots at once against the
 same two one after the other (wall time, tokens, quality of each child's answer), with
@@ -31,35 +33,48 @@ import pandas as pd  # noqa: E402
 
 from subagent_lab.experiments.delegation_table import study_sentences, study_table  # noqa: E402
 
-COLUMNS = {"parent_peak_context": "parent peak context", "total_cost_usd": "total cost (USD)",
-           "total_tokens": "total tokens", "quality": "answer quality"}  # fmt: skip
+COLUMNS = {"parent_peak_context": "parent peak context", "parent_tokens": "parent tokens",
+           "children_tokens": "children tokens", "total_tokens": "total tokens",
+           "total_cost_usd": "notional cost (USD)", "quality": "answer quality"}  # fmt: skip
+TABLES = (
+    ("context and quality", [("parent_peak_context", 0), ("quality", 2)]),
+    ("cost", [("parent_tokens", 0), ("children_tokens", 0), ("total_tokens", 0), ("total_cost_usd", 5)]),
+)
+"""Two tables per split, each column with its difference from ``alone`` where it says something."""
 
 
 def _cell(value: float, low: float, high: float, digits: int, sign: bool = False) -> str:
     if value != value:  # nan
         return "–"
     spec = f"{'+' if sign else ''},.{digits}f"
-    return f"{value:{spec}} [{low:{spec}}, {high:{spec}}]" if low == low else f"{value:{spec}}"
+    text = f"{value:{spec}} [{low:{spec}}, {high:{spec}}]" if low == low else f"{value:{spec}}"
+    return text.replace("-", "−")
 
 
 def print_study(df: pd.DataFrame) -> None:
-    """Per split: the table of the issue's 'done when', then its sentences."""
+    """Per split: the tables of the issue's 'done when' (means over tasks with 95% intervals, each
+    measure's difference from ``alone`` paired by task), then its sentences."""
     for split in dict.fromkeys(df["split"]):
         table = study_table(df, split, COLUMNS)
         print(f"\n== {split}: means over tasks, 95% bootstrap intervals; Δ = cell − alone, paired by task ==")
-        header = f"{'cell':24} {'tasks':>5}  {'parent peak context':>24}  {'Δ alone':>26}  "
-        header += f"{'total cost (USD)':>28}  {'quality':>20}  {'quality Δ alone':>22}"
-        print(header)
-        for _, r in table.iterrows():
-
-            def ci(column: str, digits: int, sign: bool = False, row: Any = r) -> str:
-                return _cell(row[column], row[f"{column}_low"], row[f"{column}_high"], digits, sign)
-
-            print(
-                f"{r['cell']:24} {r['n']:>5}  {ci('parent_peak_context', 0):>24}  "
-                f"{ci('parent_peak_context_diff', 0, True):>26}  {ci('total_cost_usd', 5):>28}  "
-                f"{ci('quality', 2):>20}  {ci('quality_diff', 2, True):>22}"
-            )
+        for title, columns in TABLES:
+            width = 26
+            names = [
+                n
+                for c, _ in columns
+                for n in (COLUMNS[c], "Δ alone")
+                if c != "children_tokens" or n != "Δ alone"
+            ]
+            print(f"-- {title}")
+            print(f"{'cell':22} {'tasks':>5}  " + "  ".join(f"{n:>{width}}" for n in names))
+            for _, r in table.iterrows():
+                cells = []
+                for column, digits in columns:
+                    cells.append(_cell(r[column], r[f"{column}_low"], r[f"{column}_high"], digits))
+                    if column != "children_tokens":  # alone has no children: its Δ is the level
+                        diff = f"{column}_diff"
+                        cells.append(_cell(r[diff], r[f"{diff}_low"], r[f"{diff}_high"], digits, sign=True))
+                print(f"{r['cell']:22} {r['n']:>5}  " + "  ".join(f"{c:>{width}}" for c in cells))
         for sentence in study_sentences(df, split):
             print(f"  {sentence}")
     served = sorted(set(df.get("parent_model_served", pd.Series(dtype=str)).dropna()))
@@ -74,6 +89,23 @@ def print_study(df: pd.DataFrame) -> None:
     print(f"\nserved models (as the server reported them): parents {served}, children {children}")
     crashed = int((df["terminal_reason"] == "crashed").sum()) if "terminal_reason" in df else 0
     print(f"runs: {len(df)}, crashed: {crashed}")
+
+
+def load_study(source: str) -> pd.DataFrame:
+    """A study's rows: from its directory (``results.jsonl``), or from a CSV written by ``--save``."""
+    if source.endswith(".csv"):
+        return pd.read_csv(source)
+    from subagent_lab.experiments.rows import load_results
+
+    return load_results(source)
+
+
+def save(df: pd.DataFrame, path: str | None) -> None:
+    """Write the rows a table is printed from (the committed summary docs/benchmarks.md cites)."""
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        df.sort_values(["split", "task_id", "cell", "repeat"]).to_csv(path, index=False)
+        print(f"rows saved to {path} ({len(df)} runs)")
 
 
 def run_parallel(args: argparse.Namespace) -> None:
@@ -136,7 +168,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--from", dest="source", default=None, help="print a finished study directory")
+    parser.add_argument("--from", dest="source", default=None,
+                        help="print a study: its directory, or rows saved with --save (.csv)")  # fmt: skip
+    parser.add_argument("--save", default=None, help="also write the study's rows to this CSV")
     parser.add_argument("--baseline", action="store_true", help="every model the no-model baseline")
     parser.add_argument("--tasks-per-split", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=1)
@@ -153,9 +187,9 @@ def main() -> int:
         run_parallel(args)
         return 0
     if args.source:
-        from subagent_lab.experiments.rows import load_results
-
-        print_study(load_results(args.source))
+        df = load_study(args.source)
+        print_study(df)
+        save(df, args.save)
         return 0
     from subagent_lab.experiments.delegation import DelegationSpec, run_study
 
@@ -163,6 +197,7 @@ def main() -> int:
     df = run_study(spec, config_path=args.config, out_dir=args.out, workers=args.workers, progress=True)
     print(f"study: {df.attrs['study_dir']}")
     print_study(df)
+    save(df, args.save)
     return 0
 
 

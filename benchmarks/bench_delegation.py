@@ -174,7 +174,9 @@ def main() -> int:
     parser.add_argument("--baseline", action="store_true", help="every model the no-model baseline")
     parser.add_argument("--tasks-per-split", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--workers", type=int, default=2, help="parent runs at once (default 2: the slots)")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="parent runs at once (default 1: see the CLI's STUDY_WORKERS)"
+    )
     parser.add_argument("--out", default=None, help="sweeps directory (default: <trace_dir>/sweeps)")
     parser.add_argument("--config", default=None, help="profiles.yaml (default: the repository's)")
     parser.add_argument("--parallel", action="store_true", help="the parallel-children arm instead")

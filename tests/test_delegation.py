@@ -26,6 +26,7 @@ from subagent_lab.experiments.delegation_ledger import (
     answer_evidence,
     ledger_columns,
     ledger_totals,
+    parent_evidence,
     parent_ledgers,
     score_parent,
 )
@@ -101,6 +102,39 @@ def test_evidence_relayed_from_a_child_scores_like_the_parents_own(
     )
     score = score_parent(_bench_task(), result, workspace)
     assert score.unseen_evidence == ["app/auth.py:4-5"] and score.strict_line_recall == 0.0
+
+
+def test_under_the_answer_contract_the_parent_cites_in_a_list_the_grammar_holds(
+    config: LabConfig, workspace: Path, tmp_path: Path
+) -> None:
+    # Prose alone names the place the way a small model writes it: no path:line, nothing scored.
+    prose = "login is defined in the auth.py file at line 4."
+    assert answer_evidence(prose) == []
+    answer = {"answer": prose, "evidence": ["app/auth.py:4-5"]}
+    child = ScriptedModel([tool_call("Read", path="app/auth.py"), final(GOOD)])
+    parent = ScriptedModel([tool_calls(_task("Where is login?")), tool_call("finish"), final(answer)])
+    lab = _with_main(config, tools=("Task",), contract="AnswerResult")
+    result = _agent(lab, workspace, tmp_path, parent, child).run("Where is login?")
+    final_request = parent.requests[-1]
+    assert final_request.phase == "final" and final_request.final_schema is not None
+    assert set(final_request.final_schema["properties"]) == {"answer", "evidence"}
+    assert result.answer == prose and result.contract == answer
+    assert parent_evidence(result) == ["app/auth.py:4-5"]
+    score = score_parent(_bench_task(), result, workspace)
+    assert score.strict_line_recall == 1.0 and score.unseen_evidence == []
+
+    # The evidence must be locations: prose in the list is a contract error, repaired or refused.
+    bad = ScriptedModel([tool_calls(_task("Where is login?")), final({"answer": prose, "evidence": [prose]})])
+    child = ScriptedModel([tool_call("Read", path="app/auth.py"), final(GOOD)])
+    refused = _agent(_with_main(lab, max_repairs=0), workspace, tmp_path, bad, child)
+    assert refused.run("Where is login?").terminal_reason == "invalid_output"
+
+
+def test_an_unknown_parent_contract_is_a_config_error_naming_the_field() -> None:
+    from subagent_lab.config.agent_profile import AgentProfile
+
+    with pytest.raises(ValueError, match="contract: unknown contract 'Essay'"):
+        AgentProfile(contract="Essay")
 
 
 # --- the child's context mode ----------------------------------------------------------------

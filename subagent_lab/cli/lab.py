@@ -99,7 +99,11 @@ def args_sweep(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", default="explore")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument(
-        "--workers", type=int, default=2, help="runs in parallel (default 2: the server's slots per model)"
+        "--workers",
+        type=int,
+        default=None,
+        help="runs in parallel (default 2, the server's slots per model; with --study 1: a delegated run "
+        "uses both model servers, and two of them at once put both servers on the same cores)",
     )
     parser.add_argument("--name", default="cli")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="profile override")
@@ -151,7 +155,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         spec,
         config_path=config.source,
         out_dir=args.out,
-        max_workers=args.workers,
+        max_workers=args.workers or 2,
         cache=not args.no_cache,
         cluster=args.cluster,
         storage=args.storage,
@@ -180,6 +184,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+STUDY_WORKERS = 1
+"""Parent runs at once in the delegation study. One: a delegating parent runs on main and its
+children on light, two server processes; two parents at once keep both busy on 2 cores, and a
+run then took 2-4x as long as alone (docs/benchmarks.md, "The delegation study")."""
+
+
 def _cmd_delegation(args: argparse.Namespace) -> int:
     """The delegation study, resumable: its rows, one table per split, its sentences and its plot."""
     import matplotlib
@@ -198,7 +208,7 @@ def _cmd_delegation(args: argparse.Namespace) -> int:
 
     spec = DelegationSpec(tasks_per_split=args.tasks_per_split, repeats=args.repeats, baseline=args.baseline)
     print(f"study {spec.name}-{spec.key()} -> {study_dir(spec, args.out)}")
-    df = run_study(spec, config_path=args.config, out_dir=args.out, workers=args.workers,
+    df = run_study(spec, config_path=args.config, out_dir=args.out, workers=args.workers or STUDY_WORKERS,
                    cache=not args.no_cache, progress=True)  # fmt: skip
     out = Path(df.attrs["study_dir"])
     with pd.option_context("display.width", 250, "display.max_columns", 30):

@@ -13,6 +13,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from subagent_lab.core.contracts import CONTRACTS
 from subagent_lab.core.types import ConfigError, ModelChoice
 from subagent_lab.core.yaml_load import read_config_text
 
@@ -72,6 +73,9 @@ class AgentProfile(BaseModel):
     """Output cap of an action call (a parent's Edit or Task call may be long)."""
     arg_max_chars: int = Field(default=4000, ge=8)
     grace_turn: bool = True
+    contract: str | None = None
+    """The final answer's contract (``core.contracts.CONTRACTS``, e.g. ``AnswerResult``: the answer
+    and its ``path:line`` evidence as separate fields); None: free text."""
     min_tool_calls: int = Field(default=0, ge=0)
     """Executed tool calls required before a final answer is accepted (0: the parent may answer at once)."""
     children_token_cap: int | None = Field(default=None, gt=0)
@@ -104,6 +108,8 @@ class AgentProfile(BaseModel):
             )
         if self.system_prompt is None and self.system_prompt_file is None:
             raise ValueError("system_prompt or system_prompt_file must be given")
+        if self.contract is not None and self.contract not in CONTRACTS:
+            raise ValueError(f"contract: unknown contract {self.contract!r}; known: {sorted(CONTRACTS)}")
         return self
 
     def resolve_system_prompt(self, config_source: str | None) -> str:

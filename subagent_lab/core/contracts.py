@@ -83,8 +83,21 @@ class PlanResult(BaseModel):
     unresolved_questions: list[str] = Field(default_factory=list, max_length=20)
 
 
+class AnswerResult(BaseModel):
+    """A parent's final answer held to a contract (``AgentProfile.contract``): the answer and the
+    ``path:line`` locations that back it, as separate fields, so the grammar of a constrained
+    endpoint makes the locations a list of locations and not prose."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    answer: str = Field(min_length=1, max_length=4000)
+    evidence: EvidenceList = Field(default_factory=list)
+    """``path:line`` or ``path:start-end`` locations backing the answer."""
+
+
 CONTRACTS: dict[str, type[BaseModel]] = {
     "ExploreResult": ExploreResult,
+    "AnswerResult": AnswerResult,
     "VerificationResult": VerificationResult,
     "PlanResult": PlanResult,
 }

@@ -44,6 +44,13 @@ FINAL_PROMPT = (
     "In the summary and findings, name the functions, classes and files that answer the task."
 )
 FINAL_PROMPT_FREE = "Now give your final answer, from what the tools showed you."
+FINAL_PROMPTS = {
+    "AnswerResult": (
+        'Now give your final answer as a JSON object, from what the tools showed you: "answer" says '
+        'what you found, "evidence" lists every place that shows it as path:line or path:start-end.'
+    )
+}
+"""A contract's own final prompt where ``FINAL_PROMPT``'s field names are not its fields."""
 GRACE_PROMPT = (
     "You have reached a limit ({why}). You cannot call tools any more. Give your final answer now, "
     "reporting everything you found so far; say in it whether you finished."
@@ -181,7 +188,8 @@ def _finish(run: Run, response: ModelResponse) -> NoReturn:
 
 def _final_prompt(run: Run, lead: str | None = None) -> str:
     """The prompt that asks for the final answer, as the policies shape it."""
-    lead = lead or (FINAL_PROMPT if run.spec.contract else FINAL_PROMPT_FREE)
+    contract = run.spec.contract
+    lead = lead or (FINAL_PROMPTS.get(contract, FINAL_PROMPT) if contract else FINAL_PROMPT_FREE)
     prompt = lead
     for policy in run.policies:
         prompt = policy.final_prompt(run, lead, prompt)

@@ -42,8 +42,8 @@ from subagent_lab.core.model import Model
 from subagent_lab.core.tool import ToolError
 from subagent_lab.core.types import ModelChoice
 from subagent_lab.experiments.delegation_ledger import (
-    answer_evidence,
     ledger_columns,
+    parent_evidence,
     parent_ledgers,
     score_parent,
 )
@@ -67,7 +67,15 @@ EVIDENCE_ASK = (
     "cite every place that shows it as path:line (for example pkg/module.py:42 or pkg/module.py:42-50)."
 )
 """Appended to every arm's question, the same words for each: the parent's answer must carry evidence."""
-PARENT_BUDGET: dict[str, Any] = {"max_steps": 6, "context_token_budget": 8000, "total_token_budget": 24000}
+PARENT_BUDGET: dict[str, Any] = {
+    "max_steps": 6,
+    "context_token_budget": 8000,
+    "total_token_budget": 24000,
+    "contract": "AnswerResult",
+}
+"""The parent's limits in every arm, and its answer contract: the locations in a list of their own.
+Free text, the 1.5B parent wrote "defined in loaders.py at line 152" and cited nothing a scorer
+could read (docs/benchmarks.md, "The delegation study")."""
 CHILD_BUDGET: dict[str, Any] = {"max_steps": 6}
 
 
@@ -263,7 +271,7 @@ def execute_study_run(
             steps=result.steps,
             sub_agents=len(result.children),
             answer=(result.answer or "")[:2000],
-            answer_evidence=len(answer_evidence(result.answer)),
+            answer_evidence=len(parent_evidence(result)),
             parent_cost_usd=result.cost_usd,
             children_cost_usd=result.total_cost_usd - result.cost_usd,
             total_cost_usd=result.total_cost_usd,

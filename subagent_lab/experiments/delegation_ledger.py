@@ -220,6 +220,14 @@ def answer_evidence(text: str | None) -> list[str]:
     return items[:MAX_EVIDENCE]
 
 
+def parent_evidence(result: MainRunResult) -> list[str]:
+    """The parent's cited locations: its contract's ``evidence`` (``AnswerResult``), then the
+    ``path:line`` items of its answer text, distinct, at most ``MAX_EVIDENCE``."""
+    given = (result.contract or {}).get("evidence") or []
+    items = [str(item) for item in given if isinstance(item, str)] + answer_evidence(result.answer)
+    return list(dict.fromkeys(items))[:MAX_EVIDENCE]
+
+
 def answer_payload(result: MainRunResult) -> dict[str, Any] | None:
     """The parent's answer as an ExploreResult-like dict (None without an answer)."""
     if not (result.answer or "").strip():
@@ -229,7 +237,7 @@ def answer_payload(result: MainRunResult) -> dict[str, Any] | None:
         "status": "completed" if result.status == "completed" else "partial",
         "summary": answer[:4000],
         "findings": [],
-        "evidence": answer_evidence(answer),
+        "evidence": parent_evidence(result),
         "unresolved_questions": [],
     }
 

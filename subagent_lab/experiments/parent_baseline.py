@@ -11,7 +11,9 @@ model, and cites what its tools (or its children) showed:
   task's first code-like name (``baseline.task_name``); (3) nothing read yet, a result names a file
   and Read is offered: Read the first; (4) otherwise finish.
 - **final phase**: a short text naming the first ``MAX_CITED`` ``path:line`` locations the
-  conversation's tool results (or the forced delegation's envelope) hold, each on its own line.
+  conversation's tool results (or the forced delegation's envelope) hold, each on its own line;
+  under an answer contract with an ``evidence`` field (``AnswerResult``) the same locations are
+  that field too.
 
 Usage is the harness's estimate, flagged ``estimated``, as for the child baseline.
 """
@@ -91,4 +93,7 @@ class ParentBaseline:
         locations = cited(request.messages)
         lines = "\n".join(f"- {loc}" for loc in locations)
         text = f"The places that answer the task:\n{lines}" if locations else "No location found."
-        return text_response(request, json.dumps({"answer": text}))
+        payload: dict[str, object] = {"answer": text}
+        if "evidence" in (request.final_schema or {}).get("properties", {}):
+            payload["evidence"] = locations
+        return text_response(request, json.dumps(payload))

@@ -70,7 +70,7 @@ def loop_spec(
 ) -> LoopSpec:
     """The loop's limits, sampling and grammar caps for a child's or a parent's profile. The output
     cap falls back to the model's; ``seed`` and ``temperature`` replace the model's when given (a
-    sweep's independent repeats). A parent has no contract."""
+    sweep's independent repeats). A parent's contract is its own (None: a free-text answer)."""
     plain = LoopSpec(max_steps=1, context_token_budget=1, total_token_budget=1, timeout_s=1, contract=None)
     if isinstance(profile, RuntimeProfile):
         own: dict[str, Any] = {
@@ -81,7 +81,7 @@ def loop_spec(
         }
     else:
         own = {
-            "contract": None,
+            "contract": profile.contract,
             "max_repairs": profile.max_repairs,
             "max_parallel_tools": profile.max_parallel_tools,
             "thought_max_chars": plain.thought_max_chars,

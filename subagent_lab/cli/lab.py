@@ -186,8 +186,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 STUDY_WORKERS = 1
 """Parent runs at once in the delegation study. One: a delegating parent runs on main and its
-children on light, two server processes; two parents at once keep both busy on 2 cores, and a
-run then took 2-4x as long as alone (docs/benchmarks.md, "The delegation study")."""
+children on light, two server processes; two parents at once keep both busy on 2 cores and got
+through fewer tokens a minute than one (docs/evaluation.md, section 6)."""
 
 
 def _cmd_delegation(args: argparse.Namespace) -> int:

@@ -144,6 +144,35 @@ def test_the_builder_places_the_repo_map_right_after_task_shaping(config: LabCon
     assert "repo_map" not in policy_names(build.policies(profile.model_copy(update={"repo_map_tokens": 0})))
 
 
+def test_the_tool_guide_describes_only_the_structure_tools_held_after_the_map(
+    config: LabConfig, workspace: Path
+) -> None:
+    from subagent_lab.scaffold.tool_guide import GUIDE_HEAD, GUIDE_TAIL, ToolGuide
+
+    ws = Workspace(workspace)
+    shape = TaskShape(task=TASK)
+    ToolGuide().shape_task(RunContext(TASK, ws, workspace, ("Read", "Grep", "Find", "Refs")), shape)
+    [guide] = shape.sections
+    lines = guide.splitlines()
+    assert lines[0] == GUIDE_HEAD and lines[-1] == GUIDE_TAIL
+    assert [line.split(":")[0] for line in lines[1:-1]] == ["- Find", "- Refs"]  # Outline, Search not held
+    assert lines[1].startswith("- Find: Show where a name is defined") and lines[1].endswith(".")
+    assert shape.shown == []  # a guide shows no code
+    nothing = TaskShape(task=TASK)
+    ToolGuide().shape_task(RunContext(TASK, ws, workspace, ("Read", "Grep", "Glob")), nothing)
+    assert nothing.sections == []  # no structure tool held: no guide
+
+    guided = _base(**config.scaffold("symbols-guided").resolved())
+    names = policy_names(build.policies(guided))
+    assert names[names.index("repo_map") + 1] == "tool_guide"
+    assert "tool_guide" not in policy_names(build.policies(_base(**_symbols(config))))
+    # The new field is hash-neutral: `symbols` hashes as it did when its rows were recorded.
+    assert {**_symbols(config), "tool_guide": False} == _symbols(config)
+    assert scaffold_hash(_symbols(config)) == scaffold_hash(
+        {k: v for k, v in _symbols(config).items() if k != "tool_guide"}
+    )
+
+
 def test_paths_from_seen_holds_outline_to_shown_paths_as_it_holds_read() -> None:
     tools = build_tools(("Read", "Grep", "Outline"))
     menu = ActionMenu(allowed=[*tools, FINISH])

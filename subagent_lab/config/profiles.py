@@ -165,6 +165,9 @@ class RuntimeProfile(_Frozen):
     """The first message ends with a repo map of at most this many tokens (estimated): the files and
     their most-referenced definitions (``tools.symbols.repo_map``), each shown unit counting as seen.
     0: no map."""
+    tool_guide: bool = False
+    """The first message ends with a guide to the structure tools the child holds (what each shows,
+    and to start with Find or Search rather than Grep): the explore prompt speaks of Grep only."""
 
     @model_validator(mode="after")
     def _invariants(self) -> RuntimeProfile:

@@ -51,6 +51,7 @@ PLAIN_FIELDS: dict[str, Any] = {
     # The symbol index (tools/symbols): its four tools and the repo map as first context.
     "symbol_tools": False,
     "repo_map_tokens": 0,
+    "tool_guide": False,
 }
 """The built-in ``plain`` preset, and the value of every field a preset leaves out."""
 
@@ -90,7 +91,7 @@ def unknown_fields(preset: ScaffoldPreset) -> list[str]:
     return sorted(set(preset.fields) - SCAFFOLD_FIELDS)
 
 
-HASH_NEUTRAL: dict[str, Any] = {"symbol_tools": False, "repo_map_tokens": 0}
+HASH_NEUTRAL: dict[str, Any] = {"symbol_tools": False, "repo_map_tokens": 0, "tool_guide": False}
 """Scaffold fields added after rows were recorded, with their off value: ``scaffold_hash`` leaves
 them out at that value, so a scaffold that does not use them hashes as before they existed."""
 

@@ -27,6 +27,7 @@ from subagent_lab.scaffold.require_evidence import RequireEvidence
 from subagent_lab.scaffold.require_tool_first import RequireToolFirst
 from subagent_lab.scaffold.skip_repeated import SkipRepeated
 from subagent_lab.scaffold.task_shaping import TaskShaping
+from subagent_lab.scaffold.tool_guide import ToolGuide
 
 Profile = RuntimeProfile | AgentProfile
 
@@ -41,6 +42,7 @@ ORDER: tuple[type[Policy], ...] = (
     ReadOn,  # a repeated Read shows the next window
     TaskShaping,  # the first message's layout line and named files
     RepoMap,  # ... then the repo map, its units counted as shown
+    ToolGuide,  # ... then what the structure tools show and when to use them
     # The final answer: the listing and evidence choices first, the absence verdict over them.
     CiteFromSeen,
     AbsenceCheck,
@@ -55,7 +57,7 @@ PARENT_FIELDS: dict[str, Any] = {
     "cite_anchors": False, "cite_margin": None, "absence_check": False, "finish_after_stale": 0,
     "finish_after_reads": 0, "read_after_hits": False, "read_on": 0, "first_search": 0,
     "require_seen": False, "require_grounded_evidence": False, "show_layout": False, "task_paths": False,
-    "symbol_tools": False, "repo_map_tokens": 0,
+    "symbol_tools": False, "repo_map_tokens": 0, "tool_guide": False,
 }  # fmt: skip
 """The scaffold fields a parent profile does not hold: all off (its ``min_tool_calls`` and
 ``grace_turn`` are its own)."""
@@ -118,6 +120,7 @@ def policies(profile: Profile) -> tuple[Policy, ...]:
         ReadOn(f["read_on"]) if f["read_on"] else None,
         TaskShaping(f["show_layout"], f["task_paths"]) if f["show_layout"] or f["task_paths"] else None,
         RepoMap(f["repo_map_tokens"]) if f["repo_map_tokens"] else None,
+        ToolGuide() if f["tool_guide"] else None,
         CiteFromSeen(
             f["evidence_from_seen"], f["cite_anchors"], f["cite_margin"], f["min_evidence"], f["max_evidence"]
         )

@@ -75,6 +75,7 @@ def print_study(df: pd.DataFrame) -> None:
                         diff = f"{column}_diff"
                         cells.append(_cell(r[diff], r[f"{diff}_low"], r[f"{diff}_high"], digits, sign=True))
                 print(f"{r['cell']:22} {r['n']:>5}  " + "  ".join(f"{c:>{width}}" for c in cells))
+        print_endings(df[df["split"] == split])
         for sentence in study_sentences(df, split):
             print(f"  {sentence}")
     served = sorted(set(df.get("parent_model_served", pd.Series(dtype=str)).dropna()))
@@ -89,6 +90,18 @@ def print_study(df: pd.DataFrame) -> None:
     print(f"\nserved models (as the server reported them): parents {served}, children {children}")
     crashed = int((df["terminal_reason"] == "crashed").sum()) if "terminal_reason" in df else 0
     print(f"runs: {len(df)}, crashed: {crashed}")
+
+
+def print_endings(rows: pd.DataFrame) -> None:
+    """Per cell: how the parent runs ended, how many cited anything, the mean number of cited
+    locations and of children (exact counts over the rows)."""
+    head = f"-- endings{'':14} {'terminal reasons':44} {'cited any':>10} {'mean cited':>11}"
+    print(f"{head} {'mean children':>14}")
+    for cell, group in rows.groupby("cell", sort=False):
+        reasons = ", ".join(f"{k} {v}" for k, v in group["terminal_reason"].value_counts().items())
+        cited = int((group["answer_evidence"] > 0).sum())
+        print(f"{cell:24} {reasons:44} {cited:>5}/{len(group):<4} {group['answer_evidence'].mean():>11.1f} "
+              f"{group['sub_agents'].mean():>14.1f}")  # fmt: skip
 
 
 def load_study(source: str) -> pd.DataFrame:

@@ -21,6 +21,7 @@ alternate the order of the two modes; the call cache is off (a replay would time
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 from pathlib import Path
@@ -51,9 +52,24 @@ def _cell(value: float, low: float, high: float, digits: int, sign: bool = False
     return text.replace("-", "−")
 
 
+def complete_tasks(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the tasks every cell of the study ran on (a study stopped mid-task leaves a
+    task some cells lack: each cell's mean is then over the same tasks)."""
+    cells = df["cell"].nunique()
+    per_task = df.groupby(["split", "task_id"])["cell"].nunique()
+    keep = {key for key, n in per_task.items() if n == cells}
+    dropped = sorted({key for key in per_task.index if key not in keep})
+    if dropped:
+        print(f"left out, not run in every cell: {', '.join(f'{s}/{t}' for s, t in dropped)}")
+    return df[[(s, t) in keep for s, t in zip(df["split"], df["task_id"], strict=True)]]
+
+
 def print_study(df: pd.DataFrame) -> None:
     """Per split: the tables of the issue's 'done when' (means over tasks with 95% intervals, each
     measure's difference from ``alone`` paired by task), then its sentences."""
+    df = complete_tasks(df)
+    counts = df.groupby("split")["task_id"].nunique()
+    print(f"tasks run in every cell: {', '.join(f'{split} {n}' for split, n in counts.items())}")
     for split in dict.fromkeys(df["split"]):
         table = study_table(df, split, COLUMNS)
         print(f"\n== {split}: means over tasks, 95% bootstrap intervals; Δ = cell − alone, paired by task ==")
@@ -107,6 +123,12 @@ def print_endings(rows: pd.DataFrame) -> None:
 def load_study(source: str) -> pd.DataFrame:
     """A study's rows: from its directory (``results.jsonl``), or from a CSV written by ``--save``."""
     if source.endswith(".csv"):
+        meta = Path(source).with_suffix(".meta.json")
+        if meta.is_file():  # how the rows were taken, written beside them
+            info = json.loads(meta.read_text())
+            print(f"{info['runs']} runs in {info['wall_min']} min wall, {info['started_utc']} to "
+                  f"{info['stopped_utc']}, commit {info['commit']}, T={info['temperature']}, "
+                  f"{info['workers']} parent at a time; {info['machine']}")  # fmt: skip
         return pd.read_csv(source)
     from subagent_lab.experiments.rows import load_results
 

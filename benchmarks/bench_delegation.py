@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO))
 
 import pandas as pd  # noqa: E402
 
-from subagent_lab.experiments.delegation_table import study_sentences, study_table  # noqa: E402
+from subagent_lab.experiments.delegation_table import complete_tasks, study_sentences, study_table  # noqa: E402
 
 COLUMNS = {"parent_peak_context": "parent peak context", "parent_tokens": "parent tokens",
            "children_tokens": "children tokens", "total_tokens": "total tokens",
@@ -52,22 +52,17 @@ def _cell(value: float, low: float, high: float, digits: int, sign: bool = False
     return text.replace("-", "−")
 
 
-def complete_tasks(df: pd.DataFrame) -> pd.DataFrame:
-    """The rows of the tasks every cell of the study ran on (a study stopped mid-task leaves a
-    task some cells lack: each cell's mean is then over the same tasks)."""
-    cells = df["cell"].nunique()
-    per_task = df.groupby(["split", "task_id"])["cell"].nunique()
-    keep = {key for key, n in per_task.items() if n == cells}
-    dropped = sorted({key for key in per_task.index if key not in keep})
-    if dropped:
-        print(f"left out, not run in every cell: {', '.join(f'{s}/{t}' for s, t in dropped)}")
-    return df[[(s, t) in keep for s, t in zip(df["split"], df["task_id"], strict=True)]]
-
-
 def print_study(df: pd.DataFrame) -> None:
     """Per split: the tables of the issue's 'done when' (means over tasks with 95% intervals, each
     measure's difference from ``alone`` paired by task), then its sentences."""
-    df = complete_tasks(df)
+    kept = complete_tasks(df)
+    dropped = sorted(
+        set(zip(df["split"], df["task_id"], strict=True))
+        - set(zip(kept["split"], kept["task_id"], strict=True))
+    )
+    if dropped:
+        print(f"left out, not run in every cell: {', '.join(f'{s}/{t}' for s, t in dropped)}")
+    df = kept
     counts = df.groupby("split")["task_id"].nunique()
     print(f"tasks run in every cell: {', '.join(f'{split} {n}' for split, n in counts.items())}")
     for split in dict.fromkeys(df["split"]):

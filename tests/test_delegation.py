@@ -432,6 +432,20 @@ def test_the_plan_takes_the_splits_in_turn_with_every_cell_of_a_task_together(tm
     assert first_four == {(s, c.label) for s in ("dev", "test") for c in cells}
 
 
+def test_tables_keep_only_the_tasks_every_cell_ran_on() -> None:
+    import pandas as pd
+
+    from subagent_lab.experiments.delegation_table import complete_tasks
+
+    rows = [("dev", "a", "alone"), ("dev", "a", "delegate-light"), ("dev", "b", "alone"),
+            ("test", "a", "alone"), ("test", "a", "delegate-light")]  # fmt: skip
+    df = pd.DataFrame(rows, columns=["split", "task_id", "cell"])
+    kept = complete_tasks(df)
+    pairs = sorted(zip(kept["split"], kept["task_id"], strict=True))
+    assert pairs == [("dev", "a"), ("dev", "a"), ("test", "a"), ("test", "a")]
+    assert complete_tasks(df.iloc[:0]).empty
+
+
 def test_the_study_runs_on_the_no_model_baseline_and_tabulates(tmp_path: Path) -> None:
     cells = (Cell(arm="alone"), Cell(arm="forced-delegation"))
     spec = DelegationSpec(splits=("dev",), tasks_per_split=1, cells=cells, baseline=True)

@@ -33,6 +33,17 @@ def _ok(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["terminal_reason"] != "crashed"] if "terminal_reason" in df else df
 
 
+def complete_tasks(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the tasks every cell of the study ran on: a study stopped mid-task leaves a task
+    some cells lack, and each cell's mean must be over the same tasks."""
+    if df.empty:
+        return df
+    cells = df["cell"].nunique()
+    per_task = df.groupby(["split", "task_id"])["cell"].nunique()
+    keep = {key for key, n in per_task.items() if n == cells}
+    return df[[(s, t) in keep for s, t in zip(df["split"], df["task_id"], strict=True)]]
+
+
 def study_table(df: pd.DataFrame, split: str, measures: dict[str, str] | None = None) -> pd.DataFrame:
     """One row per cell of ``split``: ``n`` tasks, and per measure its mean, ``_low``/``_high`` (the
     95% interval), ``_diff`` and ``_diff_low``/``_diff_high`` (the cell − ``alone`` paired by task;

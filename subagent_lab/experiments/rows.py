@@ -14,9 +14,12 @@ from typing import Any
 
 import pandas as pd
 
+from subagent_lab.config.profiles import SYMBOL_TOOLS
 from subagent_lab.experiments.spec import RunSpec
 
-TOOLS = ("Read", "Grep", "Glob")
+TOOLS = ("Read", "Grep", "Glob", *SYMBOL_TOOLS)
+"""The tools a row counts calls of: a child's read-only tools, the symbol tools included (rows
+written before these counted Read, Grep and Glob only: the symbol tools' columns are then absent)."""
 SCORE_COLUMNS = (
     "evidence_count", "evidence_unique", "unseen_evidence", "evidence_precision_file",
     "evidence_precision_line", "gold_recall_file", "gold_recall_line", "strict_line_precision",

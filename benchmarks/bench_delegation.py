@@ -32,7 +32,12 @@ sys.path.insert(0, str(REPO))
 
 import pandas as pd  # noqa: E402
 
-from subagent_lab.experiments.delegation_table import complete_tasks, study_sentences, study_table  # noqa: E402
+from subagent_lab.experiments.delegation_table import (  # noqa: E402
+    complete_tasks,
+    fmt_ci,
+    study_sentences,
+    study_table,
+)
 
 COLUMNS = {"parent_peak_context": "parent peak context", "parent_tokens": "parent tokens",
            "children_tokens": "children tokens", "total_tokens": "total tokens",
@@ -42,14 +47,6 @@ TABLES = (
     ("cost", [("parent_tokens", 0), ("children_tokens", 0), ("total_tokens", 0), ("total_cost_usd", 5)]),
 )
 """Two tables per split, each column with its difference from ``alone`` where it says something."""
-
-
-def _cell(value: float, low: float, high: float, digits: int, sign: bool = False) -> str:
-    if value != value:  # nan
-        return "–"
-    spec = f"{'+' if sign else ''},.{digits}f"
-    text = f"{value:{spec}} [{low:{spec}}, {high:{spec}}]" if low == low else f"{value:{spec}}"
-    return text.replace("-", "−")
 
 
 def print_study(df: pd.DataFrame) -> None:
@@ -81,10 +78,10 @@ def print_study(df: pd.DataFrame) -> None:
             for _, r in table.iterrows():
                 cells = []
                 for column, digits in columns:
-                    cells.append(_cell(r[column], r[f"{column}_low"], r[f"{column}_high"], digits))
+                    cells.append(fmt_ci(r[column], r[f"{column}_low"], r[f"{column}_high"], digits))
                     if column != "children_tokens":  # alone has no children: its Δ is the level
                         diff = f"{column}_diff"
-                        cells.append(_cell(r[diff], r[f"{diff}_low"], r[f"{diff}_high"], digits, sign=True))
+                        cells.append(fmt_ci(r[diff], r[f"{diff}_low"], r[f"{diff}_high"], digits, sign=True))
                 print(f"{r['cell']:22} {r['n']:>5}  " + "  ".join(f"{c:>{width}}" for c in cells))
         print_endings(df[df["split"] == split])
         for sentence in study_sentences(df, split):

@@ -70,7 +70,8 @@ def study_table(df: pd.DataFrame, split: str, measures: dict[str, str] | None = 
     return pd.DataFrame(out)
 
 
-def _fmt(value: float, low: float, high: float, digits: int, sign: bool = False) -> str:
+def fmt_ci(value: float, low: float, high: float, digits: int, sign: bool = False) -> str:
+    """``value [low, high]`` with thousands separators and minus signs (``–`` for no value)."""
     if math.isnan(value):
         return "–"
     spec = f"{'+' if sign else ''},.{digits}f"
@@ -86,10 +87,10 @@ def readable(table: pd.DataFrame, measures: dict[str, str] | None = None) -> pd.
     for column, name in (measures or MEASURES).items():
         digits = 4 if "usd" in column else 2 if column == "quality" else 0
         out[name] = [
-            _fmt(r[column], r[f"{column}_low"], r[f"{column}_high"], digits) for _, r in table.iterrows()
+            fmt_ci(r[column], r[f"{column}_low"], r[f"{column}_high"], digits) for _, r in table.iterrows()
         ]
         out[f"{name} Δ alone"] = [
-            _fmt(r[f"{column}_diff"], r[f"{column}_diff_low"], r[f"{column}_diff_high"], digits, sign=True)
+            fmt_ci(r[f"{column}_diff"], r[f"{column}_diff_low"], r[f"{column}_diff_high"], digits, sign=True)
             for _, r in table.iterrows()
         ]
     return out
@@ -115,20 +116,20 @@ def study_sentences(df: pd.DataFrame, split: str) -> list[str]:
         d = r["parent_peak_context_diff"]
         if _holds_zero(low, high):
             context = (
-                f"did not show a smaller parent peak context ({_fmt(d, low, high, 0, sign=True)} tokens)"
+                f"did not show a smaller parent peak context ({fmt_ci(d, low, high, 0, sign=True)} tokens)"
             )
         elif d < 0:
-            context = f"kept the parent's peak context smaller ({_fmt(d, low, high, 0, sign=True)} tokens)"
+            context = f"kept the parent's peak context smaller ({fmt_ci(d, low, high, 0, sign=True)} tokens)"
         else:
-            context = f"made the parent's peak context larger ({_fmt(d, low, high, 0, sign=True)} tokens)"
+            context = f"made the parent's peak context larger ({fmt_ci(d, low, high, 0, sign=True)} tokens)"
         q, ql, qh = r["quality_diff"], r["quality_diff_low"], r["quality_diff_high"]
         quality = "no quality difference shown" if _holds_zero(ql, qh) else ("better" if q > 0 else "worse")
-        cost = _fmt(
+        cost = fmt_ci(
             r["total_cost_usd_diff"], r["total_cost_usd_diff_low"], r["total_cost_usd_diff_high"], 4, True
         )
         sentences.append(
             f"{split}, {r['cell']} vs alone ({r['n']} tasks): {context}; answer quality "
-            f"{_fmt(q, ql, qh, 2, sign=True)} ({quality}); total cost {cost} USD."
+            f"{fmt_ci(q, ql, qh, 2, sign=True)} ({quality}); total cost {cost} USD."
         )
     return sentences
 

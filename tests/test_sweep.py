@@ -64,6 +64,7 @@ def test_sweep_table_has_one_scored_row_per_run(config_path: str, tmp_path: Path
     assert (df["quality"] == 1.0).all() and (df["gold_recall_line"] == 1.0).all()
     assert (df["Grep_executed"] == 1).all() and (df["Read_executed"] == 0).all()
     assert (df["Find_executed"] == 0).all()  # every tool a child can hold has its columns
+    assert {tuple(json.loads(e)) for e in df["evidence"]} == {tuple(GOLD)}  # the items, not only scores
     assert set(df.loc[df["variant"] == "s4", "max_steps"]) == {4}
     assert (df["total_tokens"] > 0).all() and all(Path(p).exists() for p in df["trace_path"])
     summary = summarize(df)

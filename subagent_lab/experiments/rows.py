@@ -81,6 +81,9 @@ def result_row(run: RunSpec, result: dict[str, Any], score: dict[str, Any]) -> d
         "seen_ratio": result["seen_ratio"],
         "prompt_counts_exact": result["prompt_counts_exact"],
         "trace_path": result["trace_path"],
+        # The cited items themselves, not only their scores: where a model cites (library code,
+        # tests, docs) is read from a saved table, without the traces that may be gone.
+        "evidence": json.dumps(list((result["contract"] or {}).get("evidence") or [])),
         "error": None,
     }
     for tool in TOOLS:

@@ -276,3 +276,38 @@ def test_plain_and_aided_resolve_as_before_and_launch_without_map_or_symbol_tool
     assert result.seen_ratio == 0.5  # no map: index() was never shown
     [check] = [e for e in read_trace(result.trace_path) if isinstance(e, ContractChecked)]
     assert check.unseen == ["app/views.py:4-5"]
+
+
+def test_symbols_units_lists_and_allows_the_units_the_structure_tools_showed_in_their_order(
+    make_launcher: LauncherFactory, config: LabConfig
+) -> None:
+    """The word-ranked listing dropped the definitions Find returned (docs/benchmarks.md); with
+    ``cite_units`` the answer cites the units shown, whole, in the order shown, and a Read window
+    (shown, but not a unit) is no choice."""
+    answer = {**ANSWER, "evidence": ["app/auth.py:4-5", "app/auth.py:8-9"]}
+    launcher, model = make_launcher(
+        [
+            tool_calls(("Find", {"name": "login"})),  # login (4-5) and, as its callee, check_password (8-9)
+            tool_call("Read", path="app/views.py"),
+            tool_call(FINISH),
+            final({"found": "yes"}),
+            final(answer),
+        ]
+    )
+    overrides = config.scaffold("symbols-units").resolved()
+    assert (
+        overrides["cite_units"] is True
+        and config.scaffold("symbols-guided").resolved()["cite_units"] is False
+    )
+    result = launcher.launch(SubagentRequest(task=TASK, overrides=overrides))
+    assert result.status == "completed" and result.contract is not None, result.detail
+    assert result.contract["evidence"] == answer["evidence"]
+    last = model.requests[-1]
+    assert last.final_schema is not None
+    assert last.final_schema["properties"]["evidence"]["items"]["enum"] == [
+        "app/auth.py:4-5",
+        "app/auth.py:8-9",
+    ]
+    prompt = str(last.messages[-1].content)
+    assert prompt.index("app/auth.py:4-5  def login(user, password):") < prompt.index("app/auth.py:8-9")
+    assert "app/views.py:1" not in prompt.split("Code units the tools showed you")[1]

@@ -143,6 +143,10 @@ class RuntimeProfile(_Frozen):
     cite_margin: int | None = Field(default=None, ge=0, le=20)
     """With ``cite_anchors``: list (and let the answer cite) only the citable lines that score within
     this many points of the best (task words held, definition bonuses); None: the best eight."""
+    cite_units: bool = False
+    """With ``evidence_from_seen``: once a structure tool (Find, Refs, Outline, Search) showed a
+    function or class, the final prompt lists the units shown as ``path:start-end`` in the order the
+    tools showed them, and the answer may cite only those (no ranking by the task's words)."""
     max_evidence: int = Field(default=6, ge=1, le=50)
     """The most evidence items the final answer's grammar allows."""
     absence_check: bool = False

@@ -43,6 +43,7 @@ PLAIN_FIELDS: dict[str, Any] = {
     "read_outline": 0,
     "cite_anchors": False,
     "cite_margin": None,
+    "cite_units": False,
     "max_evidence": 6,
     "absence_check": False,
     "task_paths": False,
@@ -63,6 +64,7 @@ GRAMMAR_FIELDS: dict[str, Any] = {
     "evidence_from_seen": False,
     "first_search": 0,
     "cite_anchors": False,
+    "cite_units": False,
 }
 """Aids only a grammar can enforce, with their off value: refused on an endpoint configured
 without constrained output (``constrain_output: false``)."""
@@ -91,7 +93,12 @@ def unknown_fields(preset: ScaffoldPreset) -> list[str]:
     return sorted(set(preset.fields) - SCAFFOLD_FIELDS)
 
 
-HASH_NEUTRAL: dict[str, Any] = {"symbol_tools": False, "repo_map_tokens": 0, "tool_guide": False}
+HASH_NEUTRAL: dict[str, Any] = {
+    "symbol_tools": False,
+    "repo_map_tokens": 0,
+    "tool_guide": False,
+    "cite_units": False,
+}
 """Scaffold fields added after rows were recorded, with their off value: ``scaffold_hash`` leaves
 them out at that value, so a scaffold that does not use them hashes as before they existed."""
 

@@ -54,8 +54,9 @@ each hook on them in tuple order."""
 
 PARENT_FIELDS: dict[str, Any] = {
     "constrain_paths": False, "evidence_from_seen": False, "min_evidence": 0, "max_evidence": 6,
-    "cite_anchors": False, "cite_margin": None, "absence_check": False, "finish_after_stale": 0,
-    "finish_after_reads": 0, "read_after_hits": False, "read_on": 0, "first_search": 0,
+    "cite_anchors": False, "cite_margin": None, "cite_units": False, "absence_check": False,
+    "finish_after_stale": 0, "finish_after_reads": 0, "read_after_hits": False, "read_on": 0,
+    "first_search": 0,
     "require_seen": False, "require_grounded_evidence": False, "show_layout": False, "task_paths": False,
     "symbol_tools": False, "repo_map_tokens": 0, "tool_guide": False,
 }  # fmt: skip
@@ -122,7 +123,12 @@ def policies(profile: Profile) -> tuple[Policy, ...]:
         RepoMap(f["repo_map_tokens"]) if f["repo_map_tokens"] else None,
         ToolGuide() if f["tool_guide"] else None,
         CiteFromSeen(
-            f["evidence_from_seen"], f["cite_anchors"], f["cite_margin"], f["min_evidence"], f["max_evidence"]
+            f["evidence_from_seen"],
+            f["cite_anchors"],
+            f["cite_margin"],
+            f["min_evidence"],
+            f["max_evidence"],
+            f["cite_units"],
         )
         if contract
         else None,

@@ -8,14 +8,15 @@ ranked by the task's words (``ranking``), each with its text.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from subagent_lab.config.profiles import SYMBOL_TOOLS
 from subagent_lab.core.policy import CallResult, Policy, RunView
 from subagent_lab.core.provenance import MAX_EVIDENCE_CHOICES, constrain_evidence, evidence_choices
 from subagent_lab.core.types import Span
-from subagent_lab.scaffold.ranking import line_texts, listed_location, rank_citable
+from subagent_lab.scaffold.ranking import LINE_TEXT_CHARS, line_texts, listed_location, rank_citable
 
 CITABLE_LISTED = 8
 """Citable locations listed in the final prompt (small models cite what is in front of them)."""
@@ -29,6 +30,25 @@ def seen_locations(seen: Sequence[Span], limit: int = SEEN_LISTED) -> list[str]:
         f"{s.path}:{s.start}" if s.start == s.end else f"{s.path}:{s.start}-{s.end}" for s in seen if s.start
     ]
     return list(dict.fromkeys(items))[:limit]
+
+
+def unit_items(
+    units: Sequence[Span], headers: Mapping[str, str], limit: int = CITABLE_LISTED
+) -> dict[str, str]:
+    """The units (functions, classes) the structure tools showed, in the order shown (the model's
+    own walk, the task's target first), at most ``limit``: item -> the ``path:line`` naming it.
+
+    A function or method is cited whole (``path:start-end``); a class by its header line
+    (``headers``: each unit's first line's text), since its body is its methods, units of their own.
+    """
+    items: dict[str, str] = {}
+    for span in units:
+        if span.start < 1 or span.end <= span.start:
+            continue
+        head = f"{span.path}:{span.start}"
+        whole = not headers.get(head, "").startswith("class ")
+        items.setdefault(f"{head}-{span.end}" if whole else head, head)
+    return dict(list(items.items())[:limit])
 
 
 def citable(groups: list[list[Span]], limit: int = MAX_EVIDENCE_CHOICES) -> list[str]:
@@ -63,16 +83,27 @@ class CiteFromSeen(Policy):
     (``ranking.rank_citable``); None lists the best ``CITABLE_LISTED`` of all."""
     min_evidence: int = 0
     max_evidence: int = 6
+    units: bool = False
+    """Once a structure tool showed a unit, list and allow the units shown (``cite_units``) instead
+    of lines: a function or class is cited whole, in the order the tools showed them, never
+    re-ranked by the task's words (a word ranking dropped the very definitions Find returned)."""
     name = "cite_from_seen"
     _groups: list[list[Span]] = field(default_factory=list, init=False)
     """The seen spans, one list per observation, oldest first."""
     _listed: list[str] | None = field(default=None, init=False)
-    """With ``margin``: the lines the final prompt listed, the only ones the answer may cite."""
+    """With ``margin`` (or ``units``): what the final prompt listed, the only items the answer may cite."""
+    _units: list[Span] = field(default_factory=list, init=False)
+    """With ``units``: the multi-line spans the structure tools showed, oldest first."""
 
     def observe(self, run: RunView, results: Sequence[CallResult]) -> None:
         self._groups += [list(r.outcome.spans) for r in results if not r.repeated]
+        if self.units:
+            shown = [r for r in results if not r.repeated and r.call.name in SYMBOL_TOOLS]
+            self._units += [s for r in shown for s in r.outcome.spans if s.end > s.start]
 
     def final_prompt(self, run: RunView, lead: str, prompt: str) -> str:
+        if self.units and self._units:
+            return prompt + self._unit_listing(run)
         if self.anchors:
             return prompt + self._citable_listing(run)
         locations = seen_locations(run.seen)
@@ -81,6 +112,19 @@ class CiteFromSeen(Policy):
                 locations
             )
         return prompt
+
+    def _unit_listing(self, run: RunView) -> str:
+        """The units shown, in order, each with its first line's text; the answer may cite only these."""
+        headers = line_texts([f"{u.path}:{u.start}" for u in self._units], run.workspace_root)
+        units = unit_items(self._units, headers)
+        self._listed = list(units)
+        lines = "\n".join(
+            f"- {item}  {headers.get(head, '')[:LINE_TEXT_CHARS]}".rstrip() for item, head in units.items()
+        )
+        head = (
+            " Code units the tools showed you, in the order you met them (cite those that answer the task):"
+        )
+        return f"{head}\n{lines}"
 
     def _citable_listing(self, run: RunView) -> str:
         """The citable lines, those holding the task's words first, each with its text (a listing in
@@ -100,7 +144,9 @@ class CiteFromSeen(Policy):
     def answer_schema(self, run: RunView, schema: dict[str, Any]) -> dict[str, Any]:
         if not self.constrain:
             return schema
-        if self.anchors:
+        if self._listed is not None and self.units:
+            choices = self._listed
+        elif self.anchors:
             choices = self._listed if self._listed is not None else citable(self._groups)
         else:
             choices = evidence_choices(list(run.seen))

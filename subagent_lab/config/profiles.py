@@ -145,8 +145,9 @@ class RuntimeProfile(_Frozen):
     this many points of the best (task words held, definition bonuses); None: the best eight."""
     cite_units: bool = False
     """With ``evidence_from_seen``: once a structure tool (Find, Refs, Outline, Search) showed a
-    function or class, the final prompt lists the units shown as ``path:start-end`` in the order the
-    tools showed them, and the answer may cite only those (no ranking by the task's words)."""
+    function or class, the final prompt lists the units shown (a function as ``path:start-end``, a
+    class by its header line) in the order the tools showed them, and the answer may cite only
+    those (no ranking by the task's words)."""
     max_evidence: int = Field(default=6, ge=1, le=50)
     """The most evidence items the final answer's grammar allows."""
     absence_check: bool = False

@@ -85,7 +85,7 @@ class CiteFromSeen(Policy):
     max_evidence: int = 6
     units: bool = False
     """Once a structure tool showed a unit, list and allow the units shown (``cite_units``) instead
-    of lines: a function or class is cited whole, in the order the tools showed them, never
+    of lines: a function whole, a class by its header line, in the order the tools showed them, never
     re-ranked by the task's words (a word ranking dropped the very definitions Find returned)."""
     name = "cite_from_seen"
     _groups: list[list[Span]] = field(default_factory=list, init=False)

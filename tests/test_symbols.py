@@ -200,6 +200,24 @@ def test_find_of_one_function_lists_what_it_calls_and_where_that_is_defined(tree
     assert "calls" not in find(Workspace(tree), "FileLoader").text  # a class: its members, not calls
 
 
+def test_find_does_not_take_another_packages_name_for_a_workspace_definition(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    ids = "class Symbols:\n    def ref(self, name):\n        return name\n"
+    (tmp_path / "pkg" / "ids.py").write_text(ids)
+    env = tmp_path / "pkg" / "env.py"
+    env.write_text("import weakref\n\n\ndef cache_key(loader):\n    return weakref.ref(loader)\n")
+    text = find(Workspace(tmp_path), "cache_key").text
+    assert "calls ref" not in text  # the file's only `.ref` is weakref's, not Symbols.ref
+    # A `.ref` on a local object may be the workspace's method: then the call stays listed.
+    env.write_text(
+        "import weakref\n\n\ndef load(loader, symbols):\n"
+        "    key = weakref.ref(loader)\n    return symbols.ref(key)\n"
+    )
+    clear_cache()
+    lines = find(Workspace(tmp_path), "load").text.splitlines()
+    assert "  calls ref: pkg/ids.py:2-3 method Symbols.ref" in lines
+
+
 def test_find_of_an_unknown_name_offers_close_defined_names(tree: Path) -> None:
     text = find(Workspace(tree), "get_sourc").text
     assert "No definition named" in text and "get_source" in text

@@ -21,6 +21,7 @@ import re
 import stat
 import threading
 import time
+from array import array
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
@@ -201,6 +202,37 @@ class SymbolIndex:
             if definition.kind != "constant" and definition.end >= line:
                 best = definition  # sorted by start: a later one that holds the line is inner
         return best
+
+    def own_modules(self) -> set[str]:
+        """The workspace's top-level module names and the root's own name: an import from any
+        other is another package's."""
+        return {module_name(rel).split(".")[0] for rel in self.files} | {self.root_name}
+
+
+MEMBER_KINDS = frozenset({"attribute", "method call"})
+
+
+def foreign(dotted: str, own: set[str]) -> bool:
+    """Whether an import's dotted source lies outside the workspace (not relative, and its first
+    part is none of ``own``, the workspace's top-level modules and the root's own name)."""
+    return not dotted.startswith(".") and dotted.split(".")[0] not in own
+
+
+def own_counts(entry: IndexedFile, name: str, codes: array[int], own: set[str]) -> tuple[int, int]:
+    """(plain-name, member) references of ``name`` in a file that can mean the workspace's own
+    definition: not its import, not one bound to another package's name, nor made as
+    ``other_package.name``. A name imported and never used counts once, for the import."""
+    imported = entry.parse.imports.get(name)
+    if imported is not None and foreign(imported, own):
+        return 0, 0
+    kinds = [REF_KINDS[code & 7] for code in codes]
+    members = sum(1 for kind in kinds if kind in MEMBER_KINDS)
+    named = sum(1 for kind in kinds if kind != "import" and kind not in MEMBER_KINDS)
+    through = sum(n.get(name, 0) for module, n in entry.parse.module_attrs.items() if foreign(module, own))
+    members = max(members - through, 0)
+    if not named and not members and imported is not None:
+        named = 1
+    return named, members
 
 
 _cache_lock = threading.Lock()

@@ -20,19 +20,16 @@ code), so a map within its budget by that estimate is within it for the model to
 from __future__ import annotations
 
 import math
-from array import array
 from collections import defaultdict
 from functools import lru_cache
 
 from subagent_lab.core.context import estimate_text
 from subagent_lab.core.tool import Observation, ObservationBuilder, Span
-from subagent_lab.tools.symbols.index import IndexedFile, SymbolIndex, index_for, module_name
-from subagent_lab.tools.symbols.parse import REF_KINDS
+from subagent_lab.tools.symbols.index import SymbolIndex, index_for, module_name, own_counts
 from subagent_lab.workspace.sandbox import Workspace
 
 SIGNATURE_CHARS = 100
 """Characters of a signature the map shows."""
-MEMBER_KINDS = frozenset({"attribute", "method call"})
 """References made as ``x.name``: which ``name`` they mean depends on ``x``, which is not resolved."""
 MEMBER_WEIGHT = 0.3
 """Weight of a member reference against a plain-name one (an import resolves the latter)."""
@@ -78,29 +75,6 @@ def _edge_weight(name: str, named: int, members: int, definers: int) -> float:
     return weight * AMBIGUOUS_WEIGHT if name.startswith("_") else weight
 
 
-def _foreign(dotted: str, own: set[str]) -> bool:
-    """Whether an import's dotted source lies outside the workspace (not relative, and its first
-    part is none of the workspace's top-level modules or the root's own name)."""
-    return not dotted.startswith(".") and dotted.split(".")[0] not in own
-
-
-def _own_counts(entry: IndexedFile, name: str, codes: array[int], own: set[str]) -> tuple[int, int]:
-    """(plain-name, member) references of ``name`` in a file that can mean the workspace's own
-    definition: not its import, not one bound to another package's name, nor made as
-    ``other_package.name``. A name imported and never used counts once, for the import."""
-    imported = entry.parse.imports.get(name)
-    if imported is not None and _foreign(imported, own):
-        return 0, 0
-    kinds = [REF_KINDS[code & 7] for code in codes]
-    members = sum(1 for kind in kinds if kind in MEMBER_KINDS)
-    named = sum(1 for kind in kinds if kind != "import" and kind not in MEMBER_KINDS)
-    through = sum(n.get(name, 0) for module, n in entry.parse.module_attrs.items() if _foreign(module, own))
-    members = max(members - through, 0)
-    if not named and not members and imported is not None:
-        named = 1
-    return named, members
-
-
 def _import_target(rel: str, dotted: str, modules: dict[str, str], root_name: str) -> str | None:
     """The workspace file an import of ``dotted`` (``.utils.F``, ``pkg.utils.F``) takes it from."""
     level = len(dotted) - len(dotted.lstrip("."))
@@ -144,13 +118,13 @@ def rank_definitions(index: SymbolIndex) -> Ranks:
             definers[name] = {rel for rel, _ in hits}
     graph = nx.DiGraph()
     graph.add_nodes_from(index.files)
-    own = {module_name(rel).split(".")[0] for rel in index.files} | {index.root_name}
+    own = index.own_modules()
     modules = {module_name(rel): rel for rel in index.files}
     edges: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
     for rel, entry in index.files.items():
         for name, codes in entry.parse.refs.items():
             targets = definers.get(name)
-            named, members = _own_counts(entry, name, codes, own) if targets else (0, 0)
+            named, members = own_counts(entry, name, codes, own) if targets else (0, 0)
             if not targets or not (named or members):
                 continue
             for target in _targets(index, rel, name, targets, modules):

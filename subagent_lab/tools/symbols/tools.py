@@ -15,7 +15,7 @@ from collections import Counter
 
 from subagent_lab.core.tool import Observation, ObservationBuilder, Span, Tool, ToolError
 from subagent_lab.tools.simple_grep import quote
-from subagent_lab.tools.symbols.index import MAX_FILE_BYTES, SymbolIndex, index_for, read_code
+from subagent_lab.tools.symbols.index import MAX_FILE_BYTES, SymbolIndex, index_for, own_counts, read_code
 from subagent_lab.tools.symbols.parse import LANGUAGES, REF_KINDS, Definition
 from subagent_lab.tools.symbols.search import ranked_units
 from subagent_lab.workspace.sandbox import Workspace
@@ -115,10 +115,14 @@ def find(ws: Workspace, name: str, limit: int = 8) -> Observation:
 
 def _callees(index: SymbolIndex, rel: str, unit: Definition) -> list[tuple[str, str, Definition | None]]:
     """The workspace definitions ``unit`` calls, in the order of their first call: (name, file,
-    definition), the definition None when several match and none is in ``unit``'s file or class."""
+    definition), the definition None when several match and none is in ``unit``'s file or class.
+    A name the file only ever takes from another package (``weakref.ref(...)``, ``from os import
+    path``) is not a call of a workspace definition that shares its last part."""
     first: dict[str, int] = {}
-    for name, codes in index.files[rel].parse.refs.items():
-        if name == unit.name or name not in index.by_name:
+    entry = index.files[rel]
+    own = index.derive("own modules", SymbolIndex.own_modules)
+    for name, codes in entry.parse.refs.items():
+        if name == unit.name or name not in index.by_name or own_counts(entry, name, codes, own) == (0, 0):
             continue
         lines = [c >> 3 for c in codes if REF_KINDS[c & 7] in CALL_KINDS and unit.start <= c >> 3 <= unit.end]
         if lines:

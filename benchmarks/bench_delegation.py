@@ -4,7 +4,7 @@ Default: run (or resume) the study and print, per split, each cell's parent peak
 cost with 95% intervals, its answer-quality difference against ``alone`` with its interval, and
 one plain sentence per cell: did delegation keep the parent's context smaller, at what quality.
 
-    .venv/bin/python benchmarks/bench_delegation.py              # the study: ~2.9 h on 2 cores
+    .venv/bin/python benchmarks/bench_delegation.py              # the study: ~3 h on 2 cores
     .venv/bin/python benchmarks/bench_delegation.py --baseline   # every model the no-model baseline: seconds
     .venv/bin/python benchmarks/bench_delegation.py --from runs/sweeps/delegation-<hash>   # print a study
     .venv/bin/python benchmarks/bench_delegation.py --from DIR --save benchmarks/results/delegation.csv

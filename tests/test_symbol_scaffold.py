@@ -27,6 +27,7 @@ from subagent_lab.core.types import ModelRequest, Span, ToolCall
 from subagent_lab.models.actions import action_schema
 from subagent_lab.models.scripted import final, tool_call, tool_calls
 from subagent_lab.scaffold import build
+from subagent_lab.scaffold.cite_from_seen import unit_items
 from subagent_lab.scaffold.paths_from_seen import PathsFromSeen
 from subagent_lab.scaffold.repo_map import MAP_HEAD, RepoMap
 from subagent_lab.scaffold.task_shaping import TaskShaping
@@ -311,3 +312,22 @@ def test_symbols_units_lists_and_allows_the_units_the_structure_tools_showed_in_
     prompt = str(last.messages[-1].content)
     assert prompt.index("app/auth.py:4-5  def login(user, password):") < prompt.index("app/auth.py:8-9")
     assert "app/views.py:1" not in prompt.split("Code units the tools showed you")[1]
+
+
+def test_units_are_listed_each_followed_by_the_shown_units_inside_it() -> None:
+    """Find showed the class, then an Outline of its file listed every unit in line order: the
+    class's own methods come right after it, before the file's other units, and a class is cited by
+    its header line."""
+    found = Span("loaders.py", 152, 243)
+    outline = [Span("loaders.py", 25, 39), Span("loaders.py", 42, 149), Span("loaders.py", 75, 99)]
+    outline += [found, Span("loaders.py", 179, 192), Span("loaders.py", 194, 226)]
+    headers = {"loaders.py:152": "class FileSystemLoader(BaseLoader):", "loaders.py:42": "class BaseLoader:"}
+    items = list(unit_items([found, *outline], headers, limit=5))
+    assert items == [
+        "loaders.py:152",
+        "loaders.py:179-192",
+        "loaders.py:194-226",
+        "loaders.py:25-39",
+        "loaders.py:42",
+    ]
+    assert list(unit_items([found, *outline], headers))[5] == "loaders.py:75-99"  # inside BaseLoader, next

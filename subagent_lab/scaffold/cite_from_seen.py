@@ -36,19 +36,44 @@ def unit_items(
     units: Sequence[Span], headers: Mapping[str, str], limit: int = CITABLE_LISTED
 ) -> dict[str, str]:
     """The units (functions, classes) the structure tools showed, in the order shown (the model's
-    own walk, the task's target first), at most ``limit``: item -> the ``path:line`` naming it.
+    own walk, the task's target first), each followed by the shown units nested in it, at most
+    ``limit``: item -> the ``path:line`` naming it.
 
     A function or method is cited whole (``path:start-end``); a class by its header line
     (``headers``: each unit's first line's text), since its body is its methods, units of their own.
+    Nesting is what the code's structure says belongs together: after ``Find FileSystemLoader``
+    then ``Outline loaders.py``, the class's own methods come next, not the file's first units.
     """
+    shown = list(dict.fromkeys(s for s in units if s.start >= 1 and s.end > s.start))
+    ordered: list[Span] = []
+    placed: set[Span] = set()
+
+    def place(unit: Span) -> None:
+        placed.add(unit)
+        ordered.append(unit)
+        for inner in shown:
+            if inner not in placed and _nested(inner, unit):
+                place(inner)
+
+    for unit in shown:
+        if unit not in placed:
+            place(unit)
     items: dict[str, str] = {}
-    for span in units:
-        if span.start < 1 or span.end <= span.start:
-            continue
+    for span in ordered:
         head = f"{span.path}:{span.start}"
         whole = not headers.get(head, "").startswith("class ")
         items.setdefault(f"{head}-{span.end}" if whole else head, head)
     return dict(list(items.items())[:limit])
+
+
+def _nested(inner: Span, outer: Span) -> bool:
+    """Whether ``inner`` lies within ``outer`` in the same file and is not ``outer`` itself."""
+    return (
+        inner.path == outer.path
+        and outer.start <= inner.start
+        and inner.end <= outer.end
+        and (inner.start, inner.end) != (outer.start, outer.end)
+    )
 
 
 def citable(groups: list[list[Span]], limit: int = MAX_EVIDENCE_CHOICES) -> list[str]:
@@ -121,9 +146,8 @@ class CiteFromSeen(Policy):
         lines = "\n".join(
             f"- {item}  {headers.get(head, '')[:LINE_TEXT_CHARS]}".rstrip() for item, head in units.items()
         )
-        head = (
-            " Code units the tools showed you, in the order you met them (cite those that answer the task):"
-        )
+        head = " Code units the tools showed you, each followed by those inside it"
+        head += " (cite those that answer the task):"
         return f"{head}\n{lines}"
 
     def _citable_listing(self, run: RunView) -> str:

@@ -233,6 +233,11 @@ def test_a_launch_under_the_symbols_preset_finds_outlines_and_cites_units_it_was
     # The map showed both files: Outline may name them, and only them (constrain_paths).
     assert set(_option(first, "Outline")["properties"]["path"]["enum"]) == {"app/auth.py", "app/views.py"}
     assert "Find" not in first.arg_choices and "Search" not in first.arg_choices
+    # The absence check restates the task, not the map appended to its message (cut at a length,
+    # a restated map was junk the model judged instead of the task).
+    check = str(model.requests[-2].messages[-1].content)
+    assert "Does it contain what the task looks for" in check
+    assert TASK in check and MAP_HEAD not in check and "def index()" not in check
     [start] = [e for e in read_trace(result.trace_path) if isinstance(e, RunStarted)]
     assert start.tools == ["Read", "Grep", "Glob", *SYMBOL_TOOLS]
     assert start.policies.index("repo_map") == start.policies.index("task_shaping") + 1

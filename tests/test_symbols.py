@@ -218,6 +218,14 @@ def test_find_does_not_take_another_packages_name_for_a_workspace_definition(tmp
     assert "  calls ref: pkg/ids.py:2-3 method Symbols.ref" in lines
 
 
+def test_a_name_written_as_a_call_is_looked_up_as_the_name(tree: Path) -> None:
+    """Models copy the call from the task (``Environment.get_template(name)``)."""
+    ws = Workspace(tree)
+    assert find(ws, "BaseLoader.load(name)").text == find(ws, "BaseLoader.load").text
+    assert find(ws, "`compile_source(source, strict=False)`").text == find(ws, "compile_source").text
+    assert refs(ws, "get_source(name").text == refs(ws, "get_source").text
+
+
 def test_find_of_an_unknown_name_offers_close_defined_names(tree: Path) -> None:
     text = find(Workspace(tree), "get_sourc").text
     assert "No definition named" in text and "get_source" in text

@@ -234,7 +234,7 @@ class SubagentLauncher:
             outcome = _failed(failed.reason, failed.detail, started)
             trace.emit(RunEnded(run_id=trace.run_id, step=0, **outcome.ended_fields()))
             return outcome
-        deps = self._deps(request, profile, policies, llm, trace, cancel, shape, task)
+        deps = self._deps(request, profile, policies, llm, trace, cancel, shape)
         return run_loop(spec, deps, [system, *prior, first])
 
     def _shape(
@@ -303,7 +303,6 @@ class SubagentLauncher:
         trace: GuardedTrace,
         cancel: threading.Event | None,
         shape: TaskShape,
-        task: str,
     ) -> LoopDeps:
         """What the child's loop talks to: its tools sized by the profile, its gate, its policies."""
         limits = ObservationLimits(
@@ -324,7 +323,10 @@ class SubagentLauncher:
             shown=_shown(shape),
             policies=policies,
             task=request.task,
-            task_message=task.strip(),
+            # The task as the harness restates it (the absence check, the citation ranking): the
+            # first message without its appended context (a repo map, a tool guide), whose
+            # identifiers are not the task's words and, cut at a length, made a restated task junk.
+            task_message=render_task(request.task, request.context, shape.overview, shape.files, []).strip(),
         )
 
     def _parent_event(

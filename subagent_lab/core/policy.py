@@ -92,8 +92,9 @@ class RunView(Protocol):
 
     @property
     def task_message(self) -> str:
-        """The task as the model was given it: the run's first user message (layout line and named
-        files included), which the harness restates."""
+        """The task as the model was given it, which the harness restates: the run's first user
+        message (layout line and named files included) without the context sections policies
+        append to it (``TaskShape.sections``: a repo map, a tool guide)."""
         ...
 
     @property

@@ -147,7 +147,7 @@ class SymbolIndex:
         the member; when no definition matches every part, those matching the most trailing
         parts are returned, with that count.
         """
-        parts = [p for p in re.split(r"\.|::|#", name.strip().strip("`'\"()")) if p]
+        parts = [p for p in re.split(r"\.|::|#", symbol_name(name)) if p]
         if not parts:
             return [], 0
         member = parts[-1]
@@ -183,7 +183,7 @@ class SymbolIndex:
 
     def refs(self, name: str) -> list[RefHit]:
         """Every reference to the last part of a (dotted) name, library files first, in line order."""
-        member = [p for p in re.split(r"\.|::|#", name.strip().strip("`'\"()")) if p][-1:]
+        member = [p for p in re.split(r"\.|::|#", symbol_name(name)) if p][-1:]
         if not member:
             return []
         hits: list[RefHit] = []
@@ -207,6 +207,13 @@ class SymbolIndex:
         """The workspace's top-level module names and the root's own name: an import from any
         other is another package's."""
         return {module_name(rel).split(".")[0] for rel in self.files} | {self.root_name}
+
+
+def symbol_name(name: str) -> str:
+    """A name as a model may write it, as the code spells it: quotes, backticks and a call's
+    argument list dropped (``Environment.get_template(name)`` -> ``Environment.get_template``;
+    models copy the call from the task)."""
+    return name.strip().strip("`'\"").split("(", 1)[0].strip().strip("`'\"")
 
 
 MEMBER_KINDS = frozenset({"attribute", "method call"})

@@ -15,7 +15,14 @@ from collections import Counter
 
 from subagent_lab.core.tool import Observation, ObservationBuilder, Span, Tool, ToolError
 from subagent_lab.tools.simple_grep import quote
-from subagent_lab.tools.symbols.index import MAX_FILE_BYTES, SymbolIndex, index_for, own_counts, read_code
+from subagent_lab.tools.symbols.index import (
+    MAX_FILE_BYTES,
+    SymbolIndex,
+    index_for,
+    own_counts,
+    read_code,
+    symbol_name,
+)
 from subagent_lab.tools.symbols.parse import LANGUAGES, REF_KINDS, Definition
 from subagent_lab.tools.symbols.search import ranked_units
 from subagent_lab.workspace.sandbox import Workspace
@@ -69,7 +76,7 @@ def find(ws: Workspace, name: str, limit: int = 8) -> Observation:
     Args:
         name: The name as the code spells it, e.g. `get_template`, or `Class.method` for a member.
     """
-    name = name[:MAX_NAME_CHARS]
+    name = symbol_name(name[:MAX_NAME_CHARS])
     index = index_for(ws)
     hits, matched = index.find(name)
     out = ObservationBuilder()
@@ -175,9 +182,9 @@ def refs(ws: Workspace, name: str, limit: int = 15) -> Observation:
     Args:
         name: The name as the code spells it, e.g. `get_template`; for `Class.method` the uses of `method`.
     """
-    name = name[:MAX_NAME_CHARS]
+    name = symbol_name(name[:MAX_NAME_CHARS])
     index = index_for(ws)
-    member = [p for p in name.strip().strip("`'\"()").split(".") if p][-1:]
+    member = [p for p in name.split(".") if p][-1:]
     if not member:
         raise ToolError("name must not be empty; give a function, class or variable name")
     hits = index.refs(member[0])

@@ -217,6 +217,7 @@ def symbol_name(name: str) -> str:
 
 
 MEMBER_KINDS = frozenset({"attribute", "method call"})
+"""References made as ``x.name``: which ``name`` they mean depends on ``x``, which is not resolved."""
 
 
 def foreign(dotted: str, own: set[str]) -> bool:

@@ -30,7 +30,6 @@ from subagent_lab.workspace.sandbox import Workspace
 
 SIGNATURE_CHARS = 100
 """Characters of a signature the map shows."""
-"""References made as ``x.name``: which ``name`` they mean depends on ``x``, which is not resolved."""
 MEMBER_WEIGHT = 0.3
 """Weight of a member reference against a plain-name one (an import resolves the latter)."""
 AMBIGUOUS_WEIGHT = 0.1

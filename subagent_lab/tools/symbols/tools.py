@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections import Counter
 
 from subagent_lab.core.tool import Observation, ObservationBuilder, Span, Tool, ToolError
@@ -40,6 +41,9 @@ MAX_NAME_CHARS = 200
 """A longer name is cut (a runaway argument; no identifier is that long)."""
 MAX_QUERY_CHARS = 1000
 """A longer query is cut (a pasted task is shorter; a runaway argument is not)."""
+NAME = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|#)[A-Za-z_$][\w$]*)*")
+"""What Find and Refs take as a name: identifiers joined by ``.`` (``::``, ``#`` in other
+languages). Anything else is words, which Search ranks instead."""
 
 
 def _mark(role: str) -> str:
@@ -76,11 +80,13 @@ def find(ws: Workspace, name: str, limit: int = 8) -> Observation:
     Args:
         name: The name as the code spells it, e.g. `get_template`, or `Class.method` for a member.
     """
-    name = symbol_name(name[:MAX_NAME_CHARS])
     index = index_for(ws)
-    hits, matched = index.find(name)
     out = ObservationBuilder()
     _notes(out, index)
+    if not is_name(name):
+        return _words_instead(out, index, name, limit)
+    name = symbol_name(name[:MAX_NAME_CHARS])
+    hits, matched = index.find(name)
     if not hits:
         member = name.strip().rsplit(".", 1)[-1]
         out.line(f"No definition named {quote(member)} in the {len(index.files)} code files indexed.")
@@ -182,14 +188,16 @@ def refs(ws: Workspace, name: str, limit: int = 15) -> Observation:
     Args:
         name: The name as the code spells it, e.g. `get_template`; for `Class.method` the uses of `method`.
     """
-    name = symbol_name(name[:MAX_NAME_CHARS])
-    index = index_for(ws)
-    member = [p for p in name.split(".") if p][-1:]
-    if not member:
+    if not name.strip():
         raise ToolError("name must not be empty; give a function, class or variable name")
-    hits = index.refs(member[0])
+    index = index_for(ws)
     out = ObservationBuilder()
     _notes(out, index)
+    if not is_name(name):  # Refs shows twice Find's lines; a search shows Find's count
+        return _words_instead(out, index, name, max(1, limit // 2))
+    name = symbol_name(name[:MAX_NAME_CHARS])
+    member = [p for p in re.split(r"\.|::|#", name) if p][-1:]
+    hits = index.refs(member[0])
     defined, _ = index.find(name)
     for rel, unit in defined[:2]:
         out.line(
@@ -304,20 +312,39 @@ def search(ws: Workspace, query: str, limit: int = 8) -> Observation:
     Args:
         query: What the code does or is about, in plain words or names, e.g. `cache compiled templates`.
     """
-    query = query[:MAX_QUERY_CHARS]
     index = index_for(ws)
-    hits = ranked_units(index, query, limit)
     out = ObservationBuilder()
     _notes(out, index)
+    _ranked(out, index, query[:MAX_QUERY_CHARS], limit)
+    return out.build()
+
+
+def _ranked(out: ObservationBuilder, index: SymbolIndex, query: str, limit: int) -> None:
+    """Search's lines: the best ``limit`` units for ``query``, or that none shares a word with it."""
+    hits = ranked_units(index, query, limit)
     if not hits:
         out.line(
             f"No function or class of the {len(index.files)} code files indexed shares a word with "
-            f"{quote(query.strip())} (names, docstrings and code are searched)."
+            f"{quote(_cut(query, 80))} (names, docstrings and code are searched)."
         )
-        return out.build()
+        return
     out.line(f"Best {len(hits)} units for {quote(_cut(query, 80))} (library code first):")
     for hit in hits:
         _unit_lines(out, index, hit.rel, hit.unit)
+
+
+def is_name(text: str) -> bool:
+    """Whether ``text``, as a model wrote it (quotes, a call's arguments: ``symbol_name``), is a
+    name Find or Refs can look up, not words."""
+    return NAME.fullmatch(symbol_name(text[:MAX_NAME_CHARS])) is not None
+
+
+def _words_instead(out: ObservationBuilder, index: SymbolIndex, text: str, limit: int) -> Observation:
+    """Find or Refs given words, not a name (a small model passes the task's sentence): say so, and
+    show what Search ranks for those words, so the call still shows code."""
+    words = " ".join(text[:MAX_QUERY_CHARS].split())
+    out.line(f"{quote(_cut(words, 80))} is not a name (a name is one word, or Class.member); Search for it:")
+    _ranked(out, index, words, limit)
     return out.build()
 
 

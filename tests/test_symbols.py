@@ -226,6 +226,47 @@ def test_a_name_written_as_a_call_is_looked_up_as_the_name(tree: Path) -> None:
     assert refs(ws, "get_source(name").text == refs(ws, "get_source").text
 
 
+def test_find_and_refs_given_words_show_what_search_ranks_for_them(tree: Path) -> None:
+    """The 0.5B model passes the task's sentence to Find; cut at its last '.', it was looked up as
+    the empty name ('No definition named ""'), an observation that shows no code."""
+    ws = Workspace(tree)
+    tools = build_tools(["Find", "Refs", "Search"])  # as a run holds them, with their bound limits
+    sentence = "Find the code that reads a template file from a directory on disk. If none, say so."
+    searched = tools["Search"].invoke(ws, {"query": sentence}).text
+    for name in ("Find", "Refs"):
+        outcome = tools[name].invoke(ws, {"name": sentence})
+        head, ranked = outcome.text.split("\n", 1)
+        assert head.startswith('"Find the code that reads') and "is not a name" in head
+        assert ranked == searched
+        assert "pkg/loaders.py:" in ranked and 'No definition named ""' not in outcome.text
+        assert any(span.path == "pkg/loaders.py" and span.end > span.start for span in outcome.spans)
+    assert "is not a name" in find(ws, "get source").text  # two words are words, not a name
+
+
+def test_search_says_which_words_of_the_query_no_unit_holds(tree: Path) -> None:
+    """A ranking always ranks something; the words no code holds are what tells "not there"."""
+    text = search(Workspace(tree), "HTTP loader that downloads templates").text
+    assert "No unit's name, docstring or code holds: HTTP, downloads." in text.splitlines()[1]
+    assert "class FileLoader" in text  # the ranking is still shown
+    assert "holds:" not in search(Workspace(tree), "load template source").text
+
+
+def test_names_stay_names_for_find_and_refs(tree: Path) -> None:
+    ws = Workspace(tree)
+    for name in ("BaseLoader", "BaseLoader.load", "`get_source`", "compile_source(source)", "Pkg::load"):
+        assert "is not a name" not in find(ws, name).text, name
+        assert "is not a name" not in refs(ws, name).text, name
+
+
+def test_find_of_a_made_up_name_shows_the_units_its_words_rank(tree: Path) -> None:
+    """main asked Find TemplateLoader for "the loader classes"; the spelling-close names it was
+    offered (TemplateModule) led it to another file, the units its words rank name the loaders."""
+    outcome = find(Workspace(tree), "DiskLoader")
+    assert outcome.text.startswith('No definition named "DiskLoader"')
+    assert "pkg/loaders.py:18-27 class FileLoader" in outcome.text
+    assert any(span.path == "pkg/loaders.py" and span.start == 18 for span in outcome.spans)
+
+
 def test_find_of_an_unknown_name_offers_close_defined_names(tree: Path) -> None:
     text = find(Workspace(tree), "get_sourc").text
     assert "No definition named" in text and "get_source" in text

@@ -13,7 +13,7 @@ from typing import Any
 
 from subagent_lab.tools.symbols.index import Role, SymbolIndex, index_for, module_name
 from subagent_lab.tools.symbols.parse import Definition
-from subagent_lab.tools.symbols.terms import query_terms, words
+from subagent_lab.tools.symbols.terms import identifier_terms, identifiers, query_terms, words
 from subagent_lab.workspace.sandbox import Workspace
 
 SEARCHED_KINDS = frozenset({"class", "function", "method"})
@@ -75,6 +75,18 @@ def unit_search(index: SymbolIndex) -> UnitSearch:
     """The search index of ``index`` (built on first use, then kept with it)."""
     built: UnitSearch = index.derive("unit_search", UnitSearch)
     return built
+
+
+def unmatched_words(index: SymbolIndex, query: str) -> list[str]:
+    """The query's words (as written, first occurrence, stop words aside) no unit's terms hold:
+    a fact of the index, which a ranking alone hides (it always ranks something)."""
+    vocab = unit_search(index).vocab
+    out: dict[str, None] = {}
+    for word in identifiers(query):
+        terms = identifier_terms(word)
+        if terms and not any(t in vocab for t in terms):
+            out.setdefault(word, None)
+    return list(out)
 
 
 def ranked_units(index: SymbolIndex, query: str, k: int, *, pool: int = 200) -> list[UnitHit]:

@@ -46,6 +46,16 @@ def _split(identifier: str) -> tuple[str, ...]:
     return tuple(_stemmer().stemWords(kept)) if kept else ()
 
 
+def identifiers(text: str) -> list[str]:
+    """The identifiers (words, names) of ``text``, in order."""
+    return _IDENT.findall(text)
+
+
+def identifier_terms(identifier: str) -> tuple[str, ...]:
+    """The search terms of one identifier: ``words`` of it alone."""
+    return _split(identifier)
+
+
 def words(text: str) -> list[str]:
     """The search terms of free text or code."""
     out: list[str] = []

@@ -25,7 +25,7 @@ from subagent_lab.tools.symbols.index import (
     symbol_name,
 )
 from subagent_lab.tools.symbols.parse import LANGUAGES, REF_KINDS, Definition
-from subagent_lab.tools.symbols.search import ranked_units
+from subagent_lab.tools.symbols.search import ranked_units, unmatched_words
 from subagent_lab.workspace.sandbox import Workspace
 
 __all__ = ["find", "outline", "refs", "search", "symbol_tools"]
@@ -41,6 +41,8 @@ MAX_NAME_CHARS = 200
 """A longer name is cut (a runaway argument; no identifier is that long)."""
 MAX_QUERY_CHARS = 1000
 """A longer query is cut (a pasted task is shorter; a runaway argument is not)."""
+MAX_MISSING = 8
+"""Query words no unit holds, listed at most."""
 NAME = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|#)[A-Za-z_$][\w$]*)*")
 """What Find and Refs take as a name: identifiers joined by ``.`` (``::``, ``#`` in other
 languages). Anything else is words, which Search ranks instead."""
@@ -93,6 +95,9 @@ def find(ws: Workspace, name: str, limit: int = 8) -> Observation:
         close = difflib.get_close_matches(member, list(index.by_name), n=5, cutoff=0.75)
         if close:
             out.line("Defined names close to it: " + ", ".join(close))
+        # A name the model made up from the task (``TemplateLoader`` for "the loader classes")
+        # is still words: the units they rank show code, where spelling-close names misled it.
+        _ranked(out, index, member, limit)
         used = index.refs(member)
         if used:
             out.line(f"Next: Refs name={quote(member)} (it is referenced {len(used)} times)")
@@ -329,6 +334,9 @@ def _ranked(out: ObservationBuilder, index: SymbolIndex, query: str, limit: int)
         )
         return
     out.line(f"Best {len(hits)} units for {quote(_cut(query, 80))} (library code first):")
+    missing = unmatched_words(index, query)
+    if missing:  # a ranking always ranks something; which words no code holds is the fact
+        out.line(f"No unit's name, docstring or code holds: {', '.join(missing[:MAX_MISSING])}.")
     for hit in hits:
         _unit_lines(out, index, hit.rel, hit.unit)
 

@@ -10,13 +10,16 @@ first) is scored with the benchmark's scorer:
 - ``symbols-units``: the units the structure tools showed, ``path:start-end``, in the order shown.
 
 It measures the listing, not a model: the ceiling each listing leaves to a model that found the
-right units. Dev split only (test is never used to choose an aid).
+right units. Dev by default; ``--split test`` prints the same ceiling on the test split, to read a
+model's test figures against once the preset is fixed (it chooses nothing: test is never used to
+choose an aid).
 
-    .venv/bin/python benchmarks/bench_cite_listing.py
+    .venv/bin/python benchmarks/bench_cite_listing.py [--split dev|test]
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 import statistics
 import sys
@@ -29,7 +32,7 @@ import pandas as pd  # noqa: E402
 
 from subagent_lab.analysis.stats import paired_difference  # noqa: E402
 from subagent_lab.bench.scoring import score_run  # noqa: E402
-from subagent_lab.bench.suite import load_suite, package_root  # noqa: E402
+from subagent_lab.bench.suite import load_suite  # noqa: E402
 from subagent_lab.config.profiles import load_config  # noqa: E402
 from subagent_lab.scaffold.cite_from_seen import citable, unit_items  # noqa: E402
 from subagent_lab.scaffold.ranking import line_texts, rank_citable  # noqa: E402
@@ -40,17 +43,20 @@ DEFINITION = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_][A-Za-z0-9_
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--split", default="dev", choices=("dev", "test"))
+    split = parser.parse_args().split
     lab = load_config()
     guided = lab.scaffold("symbols-guided").resolved()
     units_preset = lab.scaffold("symbols-units").resolved()
     assert units_preset["cite_units"] and not guided["cite_units"]
     slots = guided["max_evidence"]
     rows = []
-    for task in load_suite("dev"):
+    for task in load_suite(split):
         names = [m.group(1) for g in task.gold if g.anchor and (m := DEFINITION.match(g.anchor))]
         if not names:
             continue
-        root = package_root(task.package)
+        root = task.workspace_root()
         ws = Workspace(root)
         observations = [find(ws, name) for name in dict.fromkeys(names)]
         groups = [list(o.spans) for o in observations]
@@ -74,7 +80,7 @@ def main() -> int:
             score = score_run(task, payload, root)
             row[preset] = (score.gold_recall_file, score.strict_line_recall, score.quality)
         rows.append(row)
-    print(f"{len(rows)} dev tasks with definition-anchored gold; answer = the first {slots} items listed")
+    print(f"{len(rows)} {split} tasks with definition-anchored gold; answer = the first {slots} items listed")
     print(f"{'task':34} {'kind':10} gold  def   guided file/strict/quality    units file/strict/quality")
     for r in rows:
         g, u = r["symbols-guided"], r["symbols-units"]

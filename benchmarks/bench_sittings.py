@@ -7,7 +7,8 @@ ran at two commits (a code change between sittings), both tables name it alike; 
 Rows of different sittings differ by the code change and by the server's run-to-run noise at
 temperature 0 (small, but seen: one absent task flipped between two sittings of the same code).
 
-Usage: python benchmarks/bench_sittings.py A.csv:scaffold B.csv:scaffold [--split dev]
+Usage: python benchmarks/bench_sittings.py A.csv[,A2.csv]:scaffold B.csv:scaffold [--split dev]
+(several CSVs for one arm are pooled: sittings of one code over different tasks)
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from subagent_lab.analysis.stats import paired_difference  # noqa: E402
 
 
 def arm(spec: str, label: str, split: str | None) -> pd.DataFrame:
-    """The rows of ``path:scaffold`` (on ``split`` when given), labelled ``label``."""
+    """The rows of ``path[,path...]:scaffold`` (on ``split`` when given), labelled ``label``."""
     path, _, scaffold = spec.rpartition(":")
-    rows = pd.read_csv(path)
+    rows = pd.concat([pd.read_csv(p) for p in path.split(",")])
     rows = rows[rows["scaffold"] == scaffold]
     if split:
         rows = rows[rows["split"] == split]

@@ -147,7 +147,7 @@ class SymbolIndex:
         the member; when no definition matches every part, those matching the most trailing
         parts are returned, with that count.
         """
-        parts = [p for p in re.split(r"\.|::|#", symbol_name(name)) if p]
+        parts = name_parts(name)
         if not parts:
             return [], 0
         member = parts[-1]
@@ -183,7 +183,7 @@ class SymbolIndex:
 
     def refs(self, name: str) -> list[RefHit]:
         """Every reference to the last part of a (dotted) name, library files first, in line order."""
-        member = [p for p in re.split(r"\.|::|#", symbol_name(name)) if p][-1:]
+        member = name_parts(name)[-1:]
         if not member:
             return []
         hits: list[RefHit] = []
@@ -214,6 +214,22 @@ def symbol_name(name: str) -> str:
     argument list dropped (``Environment.get_template(name)`` -> ``Environment.get_template``;
     models copy the call from the task)."""
     return name.strip().strip("`'\"").split("(", 1)[0].strip().strip("`'\"")
+
+
+NAME = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|#)[A-Za-z_$][\w$]*)*")
+"""A name Find and Refs look up: identifiers joined by ``.`` (``::``, ``#`` in other languages).
+Anything else is words, which Search ranks instead."""
+
+
+def is_name(text: str) -> bool:
+    """Whether ``text``, as a model wrote it (``symbol_name``), is a name, not words."""
+    return NAME.fullmatch(symbol_name(text)) is not None
+
+
+def name_parts(name: str) -> list[str]:
+    """The parts of a (qualified) name as a model wrote it: ``Environment.get_template(name)`` ->
+    ``Environment``, ``get_template``."""
+    return [p for p in re.split(r"\.|::|#", symbol_name(name)) if p]
 
 
 MEMBER_KINDS = frozenset({"attribute", "method call"})

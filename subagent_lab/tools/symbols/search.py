@@ -13,7 +13,7 @@ from typing import Any
 
 from subagent_lab.tools.symbols.index import Role, SymbolIndex, index_for, module_name
 from subagent_lab.tools.symbols.parse import Definition
-from subagent_lab.tools.symbols.terms import identifier_terms, identifiers, query_terms, words
+from subagent_lab.tools.symbols.terms import identifiers, query_terms, words
 from subagent_lab.workspace.sandbox import Workspace
 
 SEARCHED_KINDS = frozenset({"class", "function", "method"})
@@ -83,7 +83,7 @@ def unmatched_words(index: SymbolIndex, query: str) -> list[str]:
     vocab = unit_search(index).vocab
     out: dict[str, None] = {}
     for word in identifiers(query):
-        terms = identifier_terms(word)
+        terms = words(word)
         if terms and not any(t in vocab for t in terms):
             out.setdefault(word, None)
     return list(out)

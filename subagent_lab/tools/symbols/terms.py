@@ -51,11 +51,6 @@ def identifiers(text: str) -> list[str]:
     return _IDENT.findall(text)
 
 
-def identifier_terms(identifier: str) -> tuple[str, ...]:
-    """The search terms of one identifier: ``words`` of it alone."""
-    return _split(identifier)
-
-
 def words(text: str) -> list[str]:
     """The search terms of free text or code."""
     out: list[str] = []

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 from collections import Counter
 
 from subagent_lab.core.tool import Observation, ObservationBuilder, Span, Tool, ToolError
@@ -20,6 +19,8 @@ from subagent_lab.tools.symbols.index import (
     MAX_FILE_BYTES,
     SymbolIndex,
     index_for,
+    is_name,
+    name_parts,
     own_counts,
     read_code,
     symbol_name,
@@ -43,9 +44,6 @@ MAX_QUERY_CHARS = 1000
 """A longer query is cut (a pasted task is shorter; a runaway argument is not)."""
 MAX_MISSING = 8
 """Query words no unit holds, listed at most."""
-NAME = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|#)[A-Za-z_$][\w$]*)*")
-"""What Find and Refs take as a name: identifiers joined by ``.`` (``::``, ``#`` in other
-languages). Anything else is words, which Search ranks instead."""
 
 
 def _mark(role: str) -> str:
@@ -85,7 +83,7 @@ def find(ws: Workspace, name: str, limit: int = 8) -> Observation:
     index = index_for(ws)
     out = ObservationBuilder()
     _notes(out, index)
-    if not is_name(name):
+    if not is_name(name[:MAX_NAME_CHARS]):
         return _words_instead(out, index, name, limit)
     name = symbol_name(name[:MAX_NAME_CHARS])
     hits, matched = index.find(name)
@@ -198,11 +196,11 @@ def refs(ws: Workspace, name: str, limit: int = 15) -> Observation:
     index = index_for(ws)
     out = ObservationBuilder()
     _notes(out, index)
-    if not is_name(name):  # Refs shows twice Find's lines; a search shows Find's count
+    if not is_name(name[:MAX_NAME_CHARS]):  # Refs shows twice Find's lines; a search shows Find's count
         return _words_instead(out, index, name, max(1, limit // 2))
     name = symbol_name(name[:MAX_NAME_CHARS])
-    member = [p for p in re.split(r"\.|::|#", name) if p][-1:]
-    hits = index.refs(member[0])
+    member = name_parts(name)[-1:]
+    hits = index.refs(name)
     defined, _ = index.find(name)
     for rel, unit in defined[:2]:
         out.line(
@@ -339,12 +337,6 @@ def _ranked(out: ObservationBuilder, index: SymbolIndex, query: str, limit: int)
         out.line(f"No unit's name, docstring or code holds: {', '.join(missing[:MAX_MISSING])}.")
     for hit in hits:
         _unit_lines(out, index, hit.rel, hit.unit)
-
-
-def is_name(text: str) -> bool:
-    """Whether ``text``, as a model wrote it (quotes, a call's arguments: ``symbol_name``), is a
-    name Find or Refs can look up, not words."""
-    return NAME.fullmatch(symbol_name(text[:MAX_NAME_CHARS])) is not None
 
 
 def _words_instead(out: ObservationBuilder, index: SymbolIndex, text: str, limit: int) -> Observation:

@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 
 from subagent_lab.bench import suite as suite_mod
-from subagent_lab.bench.scoring import admits_absence, countable_keywords, keyword_hits, score_run
+from subagent_lab.bench.scoring import (
+    MAX_EVIDENCE,
+    admits_absence,
+    countable_keywords,
+    keyword_hits,
+    score_run,
+)
 from subagent_lab.bench.suite import (
     PINNED_VERSIONS,
     BenchTask,
@@ -319,7 +325,6 @@ def test_the_suite_keeps_keywords_that_count() -> None:
         "There is no such loader.",
         "PyYAML does not support TOML.",
         "It is absent.",
-        "I could not find any code for that.",
         "No code in tqdm saves progress.",
     ],
 )
@@ -329,6 +334,8 @@ def test_absence_phrases(text: str) -> None:
 
 def test_absence_phrases_do_not_fire_on_plain_answers() -> None:
     assert not admits_absence("FileSystemLoader.get_source reads the file and returns its contents.")
+    # Issue 36: how far the search went is no claim about the code (this one passed before).
+    assert not admits_absence("I could not find any code for that.")
 
 
 @pytest.mark.parametrize(
@@ -357,6 +364,7 @@ def test_gold_answer_scores_one_on_the_real_suite(task: BenchTask) -> None:
         payload = _payload("Not found: there is no such code in this package.")
     else:
         payload = _payload("Answer: " + ", ".join(task.keywords), evidence=[span.label for span in task.gold])
-    score = score_run(task, payload, root)
+    # Every span cited: more items than the models' four where the task has more spans.
+    score = score_run(task, payload, root, max_evidence=max(MAX_EVIDENCE, len(task.gold)))
     assert score.grounded_ratio == (1.0 if task.gold else 0.0)
     assert score.quality == 1.0, score

@@ -120,7 +120,9 @@ def test_the_repo_map_policy_puts_a_budgeted_map_in_the_first_message_and_marks_
     assert head == MAP_HEAD and 0 < estimate_text(body) <= 20
     assert "4-5 def login(user, password)" in body and "check_password" not in body  # over budget
     assert shape.shown == repo_map_observation(ws, 20).spans
-    assert seen_check(["app/auth.py:4-5", "app/auth.py:4"], shape.shown) == (1.0, [])
+    # Seen means printed (issue 36): the map prints login's signature line, not its body.
+    assert seen_check(["app/auth.py:4"], shape.shown) == (1.0, [])
+    assert seen_check(["app/auth.py:4-5"], shape.shown) == (0.0, ["app/auth.py:4-5"])
     assert seen_check(["app/auth.py:8-9"], shape.shown) == (0.0, ["app/auth.py:8-9"])  # not in the map
     message = render_task(TASK, None, None, shape.files, shape.sections)
     assert message == f"{TASK}\n\nFiles named in the task: app/auth.py\n\n{section}"
@@ -128,7 +130,7 @@ def test_the_repo_map_policy_puts_a_budgeted_map_in_the_first_message_and_marks_
     roomy = TaskShape(task=TASK)
     RepoMap(600).shape_task(context, roomy)
     assert "8-9 def check_password(user, password)" in roomy.sections[0]
-    assert seen_check(["app/views.py:4-5"], roomy.shown) == (1.0, [])
+    assert seen_check(["app/views.py:4"], roomy.shown) == (1.0, [])  # a header printed, not 4-5
     nothing = TaskShape(task=TASK)
     RepoMap(1).shape_task(context, nothing)  # not even one file's name fits: no section at all
     assert nothing.sections == [] and nothing.shown == []
@@ -210,19 +212,22 @@ def _option(request: ModelRequest, tool: str) -> dict[str, Any]:
 def test_a_launch_under_the_symbols_preset_finds_outlines_and_cites_units_it_was_shown(
     make_launcher: LauncherFactory, config: LabConfig
 ) -> None:
+    # Seen means printed (issue 36): Find and the map print the units' header lines, so those
+    # are what the answer cites (their whole ranges were seen before).
+    answer = {**ANSWER, "evidence": ["app/auth.py:8", "app/views.py:4"]}
     launcher, model = make_launcher(
         [
             tool_calls(("Find", {"name": "check_password"})),  # ``name`` is tool_call's own
             tool_call("Outline", path="app/auth.py"),
             tool_call(FINISH),
             final({"found": "yes"}),  # the absence check
-            final(ANSWER),
+            final(answer),
         ]
     )
     result = launcher.launch(SubagentRequest(task=TASK, overrides=_symbols(config)))
     assert result.status == "completed" and result.contract is not None, result.detail
-    assert result.contract["evidence"] == ANSWER["evidence"]
-    assert result.seen_ratio == 1.0  # the Find-shown unit and the map-only one both count as seen
+    assert result.contract["evidence"] == answer["evidence"]
+    assert result.seen_ratio == 1.0  # the Find-shown header and the map-only one both count as seen
     assert result.tool_usage["Find"]["executed"] == 1 and result.tool_usage["Outline"]["executed"] == 1
     first = model.requests[0]
     assert MAP_HEAD in str(first.messages[1].content) and "4-5 def index()" in str(first.messages[1].content)
@@ -243,10 +248,12 @@ def test_a_launch_under_the_symbols_preset_finds_outlines_and_cites_units_it_was
     assert start.policies.index("repo_map") == start.policies.index("task_shaping") + 1
     assert start.profile_fields["repo_map_tokens"] == 600 and start.profile_fields["symbol_tools"] is True
     # The map's units are in the trace, so the scorer holds the answer to the rule the loop held it
-    # to: the map-only unit (views.py:4-5, never shown by a tool) is seen, a line outside it is not.
-    assert ("app/views.py", 4, 5) in start.shown
+    # to: the map-only header (views.py:4, never shown by a tool) is seen, its body and a line
+    # outside it are not.
+    assert ("app/views.py", 4, 4) in start.shown
     ctx = context_from_trace(result.trace_path)
-    assert ctx.require_seen and any(s.covers("app/views.py", 4, 5) for s in ctx.seen or ())
+    assert ctx.require_seen and any(s.covers("app/views.py", 4, 4) for s in ctx.seen or ())
+    assert not any(s.covers("app/views.py", 4, 5) for s in ctx.seen or ())
     assert not any(s.covers("app/views.py", 7, 7) for s in ctx.seen or ())
 
 
@@ -288,9 +295,11 @@ def test_symbols_units_lists_and_allows_the_units_the_structure_tools_showed_in_
     make_launcher: LauncherFactory, config: LabConfig
 ) -> None:
     """The word-ranked listing dropped the definitions Find returned (docs/benchmarks.md); with
-    ``cite_units`` the answer cites the units shown, whole, in the order shown, and a Read window
-    (shown, but not a unit) is no choice."""
-    answer = {**ANSWER, "evidence": ["app/auth.py:4-5", "app/auth.py:8-9"]}
+    ``cite_units`` the answer cites the units shown, in the order shown, and a Read window (shown,
+    but not a unit) is no choice. Seen means printed (issue 36): Find printed the units' header
+    lines only, so each is cited by its header line (whole before); a unit a Read printed whole is
+    cited whole."""
+    answer = {**ANSWER, "evidence": ["app/auth.py:4", "app/auth.py:8"]}
     launcher, model = make_launcher(
         [
             tool_calls(("Find", {"name": "login"})),  # login (4-5) and, as its callee, check_password (8-9)
@@ -310,12 +319,9 @@ def test_symbols_units_lists_and_allows_the_units_the_structure_tools_showed_in_
     assert result.contract["evidence"] == answer["evidence"]
     last = model.requests[-1]
     assert last.final_schema is not None
-    assert last.final_schema["properties"]["evidence"]["items"]["enum"] == [
-        "app/auth.py:4-5",
-        "app/auth.py:8-9",
-    ]
+    assert last.final_schema["properties"]["evidence"]["items"]["enum"] == ["app/auth.py:4", "app/auth.py:8"]
     prompt = str(last.messages[-1].content)
-    assert prompt.index("app/auth.py:4-5  def login(user, password):") < prompt.index("app/auth.py:8-9")
+    assert prompt.index("app/auth.py:4  def login(user, password):") < prompt.index("app/auth.py:8")
     assert "app/views.py:1" not in prompt.split("Code units the tools showed you")[1]
 
 
@@ -336,3 +342,12 @@ def test_units_are_listed_each_followed_by_the_shown_units_inside_it() -> None:
         "loaders.py:42",
     ]
     assert list(unit_items([found, *outline], headers))[5] == "loaders.py:75-99"  # inside BaseLoader, next
+
+
+def test_a_unit_is_cited_whole_only_when_all_its_lines_were_printed() -> None:
+    """Seen means printed (issue 36): Find printed both units' header lines and a Read printed
+    lines 1-6 (all of 4-5): the first is cited whole, the second by its header line."""
+    units = [Span("a.py", 4, 5), Span("a.py", 8, 9)]
+    printed = [Span("a.py", 4, 4), Span("a.py", 8, 8), Span("a.py", 1, 6)]
+    assert list(unit_items(units, {}, printed=printed)) == ["a.py:4-5", "a.py:8"]
+    assert list(unit_items(units, {})) == ["a.py:4-5", "a.py:8-9"]  # printed not given: not checked

@@ -196,7 +196,9 @@ def test_find_of_one_function_lists_what_it_calls_and_where_that_is_defined(tree
     lines = observation.text.splitlines()
     assert "  calls get_source: pkg/loaders.py:14-15 method BaseLoader.get_source" in lines  # its own class
     assert "  calls compile_source: pkg/loaders.py:30-38 function compile_source" in lines
-    assert seen_check(["pkg/loaders.py:30-38"], observation.spans)[0] == 1.0
+    # Seen means printed (issue 36): the callee's header line is named, its body is not shown.
+    assert seen_check(["pkg/loaders.py:30"], observation.spans)[0] == 1.0
+    assert seen_check(["pkg/loaders.py:30-38"], observation.spans)[0] == 0.0
     assert "calls" not in find(Workspace(tree), "FileLoader").text  # a class: its members, not calls
 
 
@@ -239,7 +241,9 @@ def test_find_and_refs_given_words_show_what_search_ranks_for_them(tree: Path) -
         assert head.startswith('"Find the code that reads') and "is not a name" in head
         assert ranked == searched
         assert "pkg/loaders.py:" in ranked and 'No definition named ""' not in outcome.text
-        assert any(span.path == "pkg/loaders.py" and span.end > span.start for span in outcome.spans)
+        # Seen means printed (issue 36): the ranked units' first lines, not their bodies.
+        assert any(span.path == "pkg/loaders.py" and span.start >= 1 for span in outcome.spans)
+        assert all(span.end == span.start for span in outcome.spans)
     assert "is not a name" in find(ws, "get source").text  # two words are words, not a name
 
 
@@ -272,12 +276,14 @@ def test_find_of_an_unknown_name_offers_close_defined_names(tree: Path) -> None:
     assert "No definition named" in text and "get_source" in text
 
 
-def test_find_spans_cover_the_unit_so_citing_it_counts_as_seen(tree: Path) -> None:
+def test_find_spans_are_the_printed_header_so_only_citing_it_counts_as_seen(tree: Path) -> None:
+    """Seen means printed (issue 36): Find prints a unit's signature line, not its body, so citing
+    the unit whole (13-17) is unseen; its header line (13) is seen. Before, the whole unit was."""
     tools = build_tools(["Find"])
     outcome = tools["Find"].invoke(Workspace(tree), {"name": "make_loader"})
     assert outcome.status == "ok"
     share, unseen = seen_check(["pkg/config.py:13-17", "pkg/config.py:13"], outcome.spans)
-    assert share == 1.0 and not unseen
+    assert share == 0.5 and unseen == ["pkg/config.py:13-17"]
     assert seen_check(["pkg/config.py:13-19"], outcome.spans)[0] == 0.0  # past the unit: not shown
 
 
@@ -294,12 +300,14 @@ def test_refs_are_grouped_by_file_library_first_tests_and_docs_marked(tree: Path
     assert "22: assign in FileLoader.__init__ (21-22): self.path = path" in assignments
 
 
-def test_refs_spans_cover_each_line_and_its_enclosing_unit(tree: Path) -> None:
+def test_refs_spans_cover_each_line_and_its_enclosing_units_header(tree: Path) -> None:
     outcome = build_tools(["Refs"])["Refs"].invoke(Workspace(tree), {"name": "make_loader"})
     assert outcome.status == "ok"
     assert "No reference" in outcome.text  # defined, never called
     used = build_tools(["Refs"])["Refs"].invoke(Workspace(tree), {"name": "compile_source"})
-    assert seen_check(["pkg/loaders.py:12", "pkg/loaders.py:9-12"], used.spans)[0] == 1.0
+    assert seen_check(["pkg/loaders.py:12", "pkg/loaders.py:9"], used.spans)[0] == 1.0
+    # Seen means printed (issue 36): the holder 9-12 is named, only its line 12 printed.
+    assert seen_check(["pkg/loaders.py:9-12"], used.spans)[0] == 0.0
 
 
 def test_outline_lists_definitions_with_line_ranges(tree: Path) -> None:
@@ -309,7 +317,9 @@ def test_outline_lists_definitions_with_line_ranges(tree: Path) -> None:
     assert lines[0] == "pkg/loaders.py — 38 lines, 9 definitions:"
     assert "6-15 class BaseLoader" in lines
     assert "  9-12 def load(self, name)" in lines
-    assert seen_check(["pkg/loaders.py:18-27"], observation.spans)[0] == 1.0
+    # Seen means printed (issue 36): each signature line, not the bodies its ranges name.
+    assert seen_check(["pkg/loaders.py:18"], observation.spans)[0] == 1.0
+    assert seen_check(["pkg/loaders.py:18-27"], observation.spans)[0] == 0.0
     folder = outline(ws, "pkg").text
     assert "pkg/loaders.py: CACHE_SIZE, BaseLoader, FileLoader, compile_source" in folder
 
@@ -384,7 +394,10 @@ def test_repo_map_fits_its_budget_and_ranks_the_most_referenced_definition_first
         assert estimate_text(small) <= budget
     assert repo_map(ws, 20).startswith("core/base.py:")
     shown = repo_map_observation(ws, 10_000)
-    assert shown.text == full and seen_check(["core/base.py:1-3", "core/base.py:1"], shown.spans)[0] == 1.0
+    assert shown.text == full and seen_check(["core/base.py:1"], shown.spans)[0] == 1.0
+    # Seen means printed (issue 36): the map prints a signature, not the body (685-3,429 lines per
+    # package counted as seen before).
+    assert seen_check(["core/base.py:1-3"], shown.spans)[0] == 0.0
 
 
 def test_tools_go_through_workspace_containment_and_the_secret_policy(tree: Path, tmp_path: Path) -> None:

@@ -23,21 +23,38 @@ loader" is not, though it shares three words with "If jinja2 has no such loader,
 ABSENCE_PATTERNS: tuple[str, ...] = (
     r"\bnot (?:be )?found\b",
     r"\bno such\b",
-    r"\b(?:does|do|did)(?: not|n't) [a-z]+\b",
-    r"\b(?:cannot|can't|never)\b",
+    r"\b(?:does|do)(?: not|n't) [a-z]+\b",
     r"\b(?:is|are)(?: not|n't) (?:present|there|supported|implemented|available|included|provided)\b",
     r"\bnot (?:present|exist|supported|implemented|available|included|provided)\b",
     r"\b(?:has|have|contains?|provides?|offers?|includes?|implements?|supports?|ships?) no\b",
     r"\babsent\b",
-    r"\b(?:could|can|did)(?: not|n't|not) (?:find|locate|see)\b",
-    r"\bunable to (?:find|locate)\b",
     r"\bthere (?:is|are|was|were) no\b",
     r"\bno (?:code|evidence|implementation|support|function|class|module|method|mechanism)s?\b",
-    r"\bnone (?:found|exists?)\b",
+    r"\bnone exists?\b",
     r"\bnothing (?:in|like|that|which)\b",
     r"\bnowhere\b",
 )
-"""General negations of existence (regexes, matched case-insensitively); no task's own nouns."""
+"""Claims that the sought thing does not exist (regexes, matched case-insensitively); no task's own
+nouns. A negation about the answerer's own search is no such claim: "I cannot tell", "I did not get
+far enough", "I could not find it" say how far the search went, not what the code holds (a give-up
+scored 1.0 on an absent task with "cannot" and "did not" among these patterns, issue 36)."""
+
+AGENT_SUBJECTS: frozenset[str] = frozenset({"i", "we", "i'm", "i've", "we've", "we're", "me", "us"})
+"""A pattern match preceded, within ``AGENT_WINDOW`` words, by one of these is about the answerer
+("I do not see it", "we have no evidence"), not a claim about the code."""
+AGENT_WINDOW = 2
+
+HEDGE_PATTERNS: tuple[str, ...] = (
+    r"\b(?:cannot|can't|could not|couldn't|unable to) (?:tell|say|determine|confirm|verify|be sure)\b",
+    r"\bnot (?:sure|certain|clear)\b",
+    r"\b(?:unsure|unclear|uncertain|undetermined)\b",
+    r"\b(?:did not|didn't) get (?:far|to|through)\b",
+    r"\bran out\b",
+    r"\bnot enough (?:information|context|time|steps|evidence)\b",
+    r"\bno way to (?:tell|know|say)\b",
+)
+"""Wording that withdraws a claim: an answer holding one (in its own words) does not admit absence
+whatever else it says ("I cannot tell whether there is no such loader")."""
 
 LEGACY_ABSENCE_PATTERNS: tuple[str, ...] = (
     r"\bnot (?:be )?found\b",
@@ -57,6 +74,7 @@ LEGACY_ABSENCE_PATTERNS: tuple[str, ...] = (
 "feature" came from the absent tasks' prompts, which the rule then credited when restated."""
 
 _ABSENCE_RE = re.compile("|".join(ABSENCE_PATTERNS), re.IGNORECASE)
+_HEDGE_RE = re.compile("|".join(HEDGE_PATTERNS), re.IGNORECASE)
 _LEGACY_ABSENCE_RE = re.compile("|".join(LEGACY_ABSENCE_PATTERNS), re.IGNORECASE)
 _WORD = re.compile(r"[A-Za-z0-9_]+(?:'[A-Za-z]+)?")
 
@@ -141,9 +159,22 @@ def own_words(text: str, given: Iterable[str], n: int = SHARED_NGRAM) -> list[st
 
 
 def admits_absence(text: str, given: Iterable[str] = ()) -> bool:
-    """Whether ``text`` says, in words of its own (``own_words``: not copied from ``given``, the
-    task and the harness's texts), that the sought thing does not exist (``ABSENCE_PATTERNS``)."""
-    return any(_ABSENCE_RE.search(piece) for piece in own_words(text, given))
+    """Whether ``text`` claims, in words of its own (``own_words``: not copied from ``given``, the
+    task and the harness's texts), that the sought thing does not exist: an ``ABSENCE_PATTERNS``
+    match whose subject is not the answerer (``AGENT_SUBJECTS``), in a text with no hedge
+    (``HEDGE_PATTERNS``)."""
+    pieces = own_words(text, given)
+    if any(_HEDGE_RE.search(piece) for piece in pieces):
+        return False
+    return any(_claims(piece) for piece in pieces)
+
+
+def _claims(piece: str) -> bool:
+    for match in _ABSENCE_RE.finditer(piece):
+        before = [w.lower() for w in _WORD.findall(piece[: match.start()])][-AGENT_WINDOW:]
+        if not AGENT_SUBJECTS.intersection(before):
+            return True
+    return False
 
 
 def mentions_absence(text: str) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from subagent_lab.bench.score import LOC_COLUMNS
 from subagent_lab.config.profiles import SYMBOL_TOOLS
 from subagent_lab.experiments.spec import RunSpec
 
@@ -21,13 +22,15 @@ TOOLS = ("Read", "Grep", "Glob", *SYMBOL_TOOLS)
 """The tools a row counts calls of: a child's read-only tools, the symbol tools included (rows
 written before these counted Read, Grep and Glob only: the symbol tools' columns are then absent)."""
 SCORE_COLUMNS = (
-    "evidence_count", "evidence_unique", "unseen_evidence", "evidence_precision_file",
-    "evidence_precision_line", "gold_recall_file", "gold_recall_line", "strict_line_precision",
-    "strict_line_recall", "gold_line_share", "keyword_recall", "keywords_in_task", "keywords_listed",
-    "admits_absence", "absence_restated", "invented_evidence", "trace_checked", "quality",
-    "quality_legacy",
+    "evidence_count", "evidence_unique", "evidence_counted", "unseen_evidence",
+    "evidence_precision_file", "evidence_precision_line", "gold_recall_file", "gold_recall_line",
+    "strict_line_precision", "strict_line_recall", "gold_line_share", *LOC_COLUMNS, "keyword_recall",
+    "keywords_in_task", "keywords_listed", "keywords_tool_only", "admits_absence", "absence_restated",
+    "invented_evidence", "trace_checked", "quality", "quality_legacy",
 )  # fmt: skip
-"""The score's columns in a row (docs/numbers.md); list-valued ones as their counts."""
+"""The score's columns in a row (docs/numbers.md); list-valued ones as their counts. Rows written
+before issue 36 lack ``evidence_counted``, the localization columns (``LOC_COLUMNS``) and
+``keywords_tool_only``."""
 OUTCOMES = ("executed", "repeated", "denied", "failed")
 
 

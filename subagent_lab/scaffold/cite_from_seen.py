@@ -15,8 +15,10 @@ from typing import Any
 from subagent_lab.config.profiles import SYMBOL_TOOLS
 from subagent_lab.core.policy import CallResult, Policy, RunView
 from subagent_lab.core.provenance import MAX_EVIDENCE_CHOICES, constrain_evidence, evidence_choices
+from subagent_lab.core.tool import ToolError
 from subagent_lab.core.types import Span
 from subagent_lab.scaffold.ranking import LINE_TEXT_CHARS, line_texts, listed_location, rank_citable
+from subagent_lab.tools.symbols.index import index_for
 
 CITABLE_LISTED = 8
 """Citable locations listed in the final prompt (small models cite what is in front of them)."""
@@ -33,14 +35,19 @@ def seen_locations(seen: Sequence[Span], limit: int = SEEN_LISTED) -> list[str]:
 
 
 def unit_items(
-    units: Sequence[Span], headers: Mapping[str, str], limit: int = CITABLE_LISTED
+    units: Sequence[Span],
+    headers: Mapping[str, str],
+    limit: int = CITABLE_LISTED,
+    printed: Sequence[Span] | None = None,
 ) -> dict[str, str]:
     """The units (functions, classes) the structure tools showed, in the order shown (the model's
     own walk, the task's target first), each followed by the shown units nested in it, at most
     ``limit``: item -> the ``path:line`` naming it.
 
-    A function or method is cited whole (``path:start-end``); a class by its header line
-    (``headers``: each unit's first line's text), since its body is its methods, units of their own.
+    A function or method is cited whole (``path:start-end``) when ``printed`` (the seen spans; None:
+    not checked) holds all its lines, else by its header line, the line the tool printed (seen
+    means printed, issue 36); a class by its header line (``headers``: each unit's first line's
+    text), since its body is its methods, units of their own.
     Nesting is what the code's structure says belongs together: after ``Find FileSystemLoader``
     then ``Outline loaders.py``, the class's own methods come next, not the file's first units.
     """
@@ -61,9 +68,30 @@ def unit_items(
     items: dict[str, str] = {}
     for span in ordered:
         head = f"{span.path}:{span.start}"
-        whole = not headers.get(head, "").startswith("class ")
+        all_printed = printed is None or any(p.covers(span.path, span.start, span.end) for p in printed)
+        whole = all_printed and not headers.get(head, "").startswith("class ")
         items.setdefault(f"{head}-{span.end}" if whole else head, head)
     return dict(list(items.items())[:limit])
+
+
+def _units_named(run: RunView, spans: Sequence[Span]) -> list[Span]:
+    """The units whose first line a structure tool printed (its spans are the printed lines
+    only), each as its whole range from the symbol index, in the order shown."""
+    try:
+        index = index_for(run.tool_context)
+    except (OSError, ToolError):
+        return []
+    units: list[Span] = []
+    for span in spans:
+        entry = index.files.get(span.path)
+        if entry is None or span.start < 1 or span.start != span.end:
+            continue
+        units += [
+            Span(span.path, d.start, d.end)
+            for d in entry.parse.definitions
+            if d.start == span.start and d.end > d.start and d.kind != "constant"
+        ][:1]
+    return units
 
 
 def _nested(inner: Span, outer: Span) -> bool:
@@ -124,7 +152,7 @@ class CiteFromSeen(Policy):
         self._groups += [list(r.outcome.spans) for r in results if not r.repeated]
         if self.units:
             shown = [r for r in results if not r.repeated and r.call.name in SYMBOL_TOOLS]
-            self._units += [s for r in shown for s in r.outcome.spans if s.end > s.start]
+            self._units += _units_named(run, [s for r in shown for s in r.outcome.spans])
 
     def final_prompt(self, run: RunView, lead: str, prompt: str) -> str:
         if self.units and self._units:
@@ -141,7 +169,7 @@ class CiteFromSeen(Policy):
     def _unit_listing(self, run: RunView) -> str:
         """The units shown, in order, each with its first line's text; the answer may cite only these."""
         headers = line_texts([f"{u.path}:{u.start}" for u in self._units], run.workspace_root)
-        units = unit_items(self._units, headers)
+        units = unit_items(self._units, headers, printed=list(run.seen))
         self._listed = list(units)
         lines = "\n".join(
             f"- {item}  {headers.get(head, '')[:LINE_TEXT_CHARS]}".rstrip() for item, head in units.items()

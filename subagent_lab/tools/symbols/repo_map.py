@@ -168,10 +168,9 @@ def _render(
         for position in sorted(picked):
             unit = defs[position]
             indent = "  " * (1 + min(unit.qualname.count("."), 2))
+            # Seen: the signature's line printed, not the body its range only names (issue 36).
             out.line(
-                f"{indent}{unit.start}-{unit.end} {_cut(unit.signature)}",
-                Span(rel, unit.start, unit.end),
-                Span(rel, unit.start, unit.start),
+                f"{indent}{unit.start}-{unit.end} {_cut(unit.signature)}", Span(rel, unit.start, unit.start)
             )
     for rel in bare:
         out.line(_label(index, rel), Span(rel))
@@ -179,8 +178,8 @@ def _render(
 
 
 def repo_map_observation(workspace: Workspace, token_budget: int) -> Observation:
-    """``repo_map``'s text with the spans it shows (each definition's lines and its first line
-    alone, each file by name), so a map given as first context can count as seen."""
+    """``repo_map``'s text with the spans it shows (each definition's first line, the one it
+    prints, and each file by name), so a map given as first context counts as seen what it printed."""
     index = index_for(workspace)
     file_rank, name_rank = index.derive("repo_map_ranks", rank_definitions)
     order = sorted(index.files, key=lambda rel: (index.role(rel) != "library", -file_rank.get(rel, 0.0), rel))

@@ -1,10 +1,11 @@
 """Find, Refs, Outline and Search: the symbol index as tools a small model can use.
 
 One argument each, short output grouped by file, library code before tests, docs and examples
-(marked ``[test]``, ``[doc]``, ``[example]``). A definition is shown as ``path:start-end``, and
-the observation's spans cover those lines (plus the first line alone, the line one cites), so
-citing a unit the tool showed counts as seen. A ``Next:`` line appears only where it names where
-the code is (the one definition found), never a guess.
+(marked ``[test]``, ``[doc]``, ``[example]``). A definition is shown as ``path:start-end`` with its
+signature; the observation's spans are the lines it printed, no more (issue 36: seen means
+printed): a definition's first line, a referencing line, never a body only named by its range, so
+citing a unit whole is seen only once a Read showed it. A ``Next:`` line appears only where it
+names where the code is (the one definition found), never a guess.
 """
 
 from __future__ import annotations
@@ -58,13 +59,13 @@ def _cut(text: str, limit: int = LINE_CHARS) -> str:
 def _unit_lines(
     out: ObservationBuilder, index: SymbolIndex, rel: str, unit: Definition, indent: str = ""
 ) -> None:
-    """``path:start-end kind qualname``, then its signature and first docstring line."""
-    span = Span(rel, unit.start, unit.end)
+    """``path:start-end kind qualname``, then its signature and first docstring line; seen: the
+    first line (the signature's), not the body the range only names."""
     out.line(f"{indent}{_mark(index.role(rel))}{rel}:{unit.start}-{unit.end} {unit.kind} {unit.qualname}")
     out.line(f"{indent}  {_cut(unit.signature)}")
     if unit.doc:
         out.line(f"{indent}  {quote(_cut(unit.doc))}")
-    out.mark(span, Span(rel, unit.start, unit.start))
+    out.mark(Span(rel, unit.start, unit.start))
 
 
 def _notes(out: ObservationBuilder, index: SymbolIndex) -> None:
@@ -165,9 +166,9 @@ def _callee_lines(out: ObservationBuilder, index: SymbolIndex, rel: str, unit: D
             out.line(f"  calls {name}: {count} definitions (Find name={quote(name)})")
             continue
         label = f"{_mark(index.role(where))}{where}:{callee.start}-{callee.end}"
+        # Named by its header (kind and name of its first line), its body not printed.
         out.line(
             f"  calls {name}: {label} {callee.kind} {callee.qualname}",
-            Span(where, callee.start, callee.end),
             Span(where, callee.start, callee.start),
         )
     if len(callees) > MAX_CALLEES:
@@ -205,7 +206,6 @@ def refs(ws: Workspace, name: str, limit: int = 15) -> Observation:
     for rel, unit in defined[:2]:
         out.line(
             f"Defined at {_mark(index.role(rel))}{rel}:{unit.start}-{unit.end} ({unit.kind} {unit.qualname})",
-            Span(rel, unit.start, unit.end),
             Span(rel, unit.start, unit.start),
         )
     if not hits:
@@ -237,7 +237,8 @@ def refs(ws: Workspace, name: str, limit: int = 15) -> Observation:
             holder = index.enclosing(rel, line)
             where = f" in {holder.qualname} ({holder.start}-{holder.end})" if holder else ""
             code = _cut(text[line - 1]) if 0 < line <= len(text) else ""
-            spans = [Span(rel, line, line)] + ([Span(rel, holder.start, holder.end)] if holder else [])
+            # The line printed, and its holder's first line (named), not the holder's body.
+            spans = [Span(rel, line, line)] + ([Span(rel, holder.start, holder.start)] if holder else [])
             out.line(f"  {line}: {kind}{where}: {code}", *spans)
         shown += len(take)
         if len(lines) > len(take):
@@ -298,11 +299,7 @@ def outline(ws: Workspace, path: str, limit: int = 60) -> Observation:
     for unit in defs[:limit]:
         depth = unit.qualname.count(".")
         head = f"{'  ' * depth}{unit.start}-{unit.end} "
-        out.line(
-            head + _cut(unit.signature, LINE_CHARS - len(head)),
-            Span(rel, unit.start, unit.end),
-            Span(rel, unit.start, unit.start),
-        )
+        out.line(head + _cut(unit.signature, LINE_CHARS - len(head)), Span(rel, unit.start, unit.start))
     if len(defs) > limit:
         out.line(f"Not shown: {len(defs) - limit} more definitions, from line {defs[limit].start}.")
     return out.build()

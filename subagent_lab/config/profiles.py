@@ -173,6 +173,11 @@ class RuntimeProfile(_Frozen):
     tool_guide: bool = False
     """The first message ends with a guide to the structure tools the child holds (what each shows,
     and to start with Find or Search rather than Grep): the explore prompt speaks of Grep only."""
+    retrieval_start: int = Field(default=0, ge=0, le=8)
+    """Before the first action the harness runs the task's retrieval as tool calls (Find on its
+    code-like names, then Search on its text; ``tools.symbols.retrieve``) and the best this many
+    units are the answer's candidates, listed and offered first (``scaffold.retrieval_start``);
+    needs Find and Search (``symbol_tools``). 0: off."""
 
     @model_validator(mode="after")
     def _invariants(self) -> RuntimeProfile:

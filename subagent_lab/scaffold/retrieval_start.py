@@ -128,9 +128,12 @@ class RetrievalStart(Policy):
         the candidates and their units whole left out; item -> its first line's ``path:line``."""
         taken = {c.item for c in self._candidates} | {c.label for c in self._candidates}
         heads = [f"{u.path}:{u.start}" for u in self._own_units]
-        units = unit_items(self._own_units, line_texts(heads, run.workspace_root), limit=2 * OWN_LISTED)
+        shown = unit_items(self._own_units, line_texts(heads, run.workspace_root), limit=2 * OWN_LISTED)
+        units = {item: head for item, head in shown.items() if item not in taken}
+        # A unit's header line is that unit again (Find marks both): the unit stands for it.
         lines = {f"{s.path}:{s.start}": f"{s.path}:{s.start}" for s in reversed(self._own_lines)}
-        own = {item: head for item, head in {**units, **lines}.items() if item not in taken}
+        taken |= set(shown.values())
+        own = {**units, **{item: head for item, head in lines.items() if item not in taken}}
         return dict(list(own.items())[:OWN_LISTED])
 
     def final_prompt(self, run: RunView, lead: str, prompt: str) -> str:

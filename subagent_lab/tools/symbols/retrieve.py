@@ -62,8 +62,10 @@ def code_names(task_text: str, limit: int = MAX_NAMES * 4) -> list[str]:
     snake_case and CamelCase words in the order the task writes them; each once, as Find takes it."""
     names: dict[str, None] = {}
     quoted = [symbol_name(m.group(1)) for m in CODE_NAMES[0].finditer(task_text)]
+    # A quoted name's parts are no names of their own (`Environment.get_template`, not get_template).
+    rest = CODE_NAMES[0].sub(lambda m: " " * len(m.group(0)), task_text)
     spelled = sorted(
-        (m.start(), m.group(1).strip(".")) for pattern in CODE_NAMES[1:] for m in pattern.finditer(task_text)
+        (m.start(), m.group(1).strip(".")) for pattern in CODE_NAMES[1:] for m in pattern.finditer(rest)
     )
     for name in [*quoted, *(name for _, name in spelled)]:
         if name and is_name(name):

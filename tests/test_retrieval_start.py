@@ -19,7 +19,7 @@ from subagent_lab.bench.scoring import context_from_trace
 from subagent_lab.config.profiles import LabConfig, load_config
 from subagent_lab.config.scaffolds import scaffold_hash
 from subagent_lab.core.policy import FINISH, HARNESS_CALL, policy_names
-from subagent_lab.core.trace import ModelCalled, PromptAdded, ToolStarted, read_trace
+from subagent_lab.core.trace import ModelCalled, PromptAdded, RunEnded, ToolFinished, ToolStarted, read_trace
 from subagent_lab.experiments.rows import ORIGIN_COLUMNS, origin_columns
 from subagent_lab.models.baseline import BaselineModel
 from subagent_lab.models.scripted import ScriptedModel, final, tool_call, tool_calls
@@ -266,3 +266,37 @@ def test_the_preset_is_symbols_nomap_plus_the_aid_and_the_field_is_hash_neutral(
 
 def _profile(lab: LabConfig, fields: dict[str, Any]) -> Any:
     return lab.profiles["explore"].model_copy(update=fields)
+
+
+def test_origins_from_events_alone_whole_units_classes_and_unseen_items() -> None:
+    """A pure function of the trace: a candidate cited whole is kept, a method of a candidate class
+    is narrowed into it, an item no call showed is ``other``; the first candidate holding an item
+    takes it."""
+    note = "\n".join([
+        "head",
+        "1. a.py:10  class Loader (lines 10-40): class Loader:",
+        "2. a.py:12  function Loader.load (lines 12-20): def load(self):",
+        "3. b.py:5  function helper (lines 5-9): def helper():",
+    ])  # fmt: skip
+    shown = [["a.py", 10, 40], ["a.py", 10, 10], ["b.py", 5, 9], ["c.py", 1, 3]]
+    harness = ToolFinished(
+        run_id="r", call_id=HARNESS_CALL + "s", tool="Search", status="ok", text="", spans=shown
+    )
+    own = ToolFinished(
+        run_id="r", call_id="c-Read", tool="Read", status="ok", text="", spans=[["a.py", 1, 30]]
+    )
+    evidence = ["b.py:5-9", "a.py:14", "c.py:1-3", "d.py:2", "a.py:50"]
+    end = RunEnded(
+        run_id="r", terminal_reason="completed", status="completed", contract={"evidence": evidence}
+    )
+    origin = evidence_origin([PromptAdded(run_id="r", purpose=PURPOSE, content=note), harness, own, end])
+    assert origin is not None and origin.candidates == ["a.py:10", "a.py:12", "b.py:5"]
+    assert [(i.source, i.action, i.candidate) for i in origin.items] == [
+        ("retrieval", "kept", 3),  # the candidate's unit whole
+        ("model", "narrowed", 1),  # inside the class (listed first) and its method: the Read showed it
+        ("retrieval", "added", None),  # a unit only the harness's Search printed, no candidate
+        ("other", "added", None),  # no call showed it
+        ("other", "added", None),
+    ]
+    assert origin.dropped == [2]
+    assert evidence_origin([own, end]) is None  # no candidates given: no origins

@@ -83,7 +83,7 @@ def root(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def preset() -> dict[str, Any]:
-    return load_config(REPO / "profiles.yaml", env={}).scaffold("retrieval").resolved()
+    return load_config(REPO / "profiles.yaml", env={}).scaffold("retrieval-start").resolved()
 
 
 def _line(rel: str, text: str) -> int:
@@ -253,7 +253,7 @@ def test_without_find_and_search_the_aid_does_nothing_and_rows_leave_its_columns
 
 def test_the_preset_is_symbols_nomap_plus_the_aid_and_the_field_is_hash_neutral() -> None:
     lab = load_config(REPO / "profiles.yaml", env={})
-    retrieval, nomap = lab.scaffold("retrieval").resolved(), lab.scaffold("symbols-nomap").resolved()
+    retrieval, nomap = lab.scaffold("retrieval-start").resolved(), lab.scaffold("symbols-nomap").resolved()
     assert {k: v for k, v in retrieval.items() if nomap[k] != v} == {"retrieval_start": 4}
     assert scaffold_hash(nomap) == scaffold_hash({k: v for k, v in nomap.items() if k != "retrieval_start"})
     assert scaffold_hash(retrieval) != scaffold_hash(nomap)

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from conftest import REPO
 
@@ -300,3 +301,20 @@ def test_origins_from_events_alone_whole_units_classes_and_unseen_items() -> Non
     ]
     assert origin.dropped == [2]
     assert evidence_origin([own, end]) is None  # no candidates given: no origins
+
+
+def test_a_sweep_row_of_the_no_model_policy_under_the_preset_keeps_every_candidate(tmp_path: Path) -> None:
+    """The sweep's row carries the origin columns (``execute_run`` reads them from the trace)."""
+    from subagent_lab.experiments.sweep import SweepSpec, run_sweep
+
+    spec = SweepSpec(
+        name="rs", tasks=("yaml-safe-load",), models=("none",), scaffolds=("retrieval-start", "plain")
+    )
+    df = run_sweep(spec, out_dir=tmp_path / "sw", model_factory=lambda c, m: BaselineModel(), progress=False)
+    rows = {row["scaffold"]: row for row in df.to_dict("records")}
+    given = rows["retrieval-start"]
+    assert given["candidates_given"] >= 1 and given["candidates_dropped"] == 0
+    assert given["evidence_kept"] == given["candidates_given"] == given["evidence_from_retrieval"]
+    assert given["evidence_narrowed"] == given["evidence_added"] == given["evidence_from_model"] == 0
+    assert json.loads(given["evidence"]) == [i["item"] for i in json.loads(given["evidence_origin"])]
+    assert all(pd.isna(rows["plain"][c]) for c in ORIGIN_COLUMNS)  # no candidates: empty

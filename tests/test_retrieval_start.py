@@ -13,11 +13,12 @@ from typing import Any
 import pandas as pd
 import pytest
 from conftest import REPO
+from pydantic import ValidationError
 
 from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest, SubagentResult
 from subagent_lab.analysis.evidence_origin import evidence_origin
 from subagent_lab.bench.scoring import context_from_trace
-from subagent_lab.config.profiles import LabConfig, load_config
+from subagent_lab.config.profiles import LabConfig, RuntimeProfile, load_config
 from subagent_lab.config.scaffolds import scaffold_hash
 from subagent_lab.core.policy import FINISH, HARNESS_CALL, policy_names
 from subagent_lab.core.trace import ModelCalled, PromptAdded, RunEnded, ToolFinished, ToolStarted, read_trace
@@ -241,11 +242,17 @@ def test_the_no_model_policy_answers_the_candidates_as_given(
     assert {(i.source, i.action) for i in origin.items} == {("retrieval", "kept")}
 
 
-def test_without_find_and_search_the_aid_does_nothing_and_rows_leave_its_columns_empty(
+def test_the_aid_needs_find_and_search_and_a_run_without_it_has_no_origin_columns(
     config: LabConfig, root: Path, preset: dict[str, Any]
 ) -> None:
-    result = _launch(config, root, BaselineModel(), {**preset, "symbol_tools": False})
-    assert result.status == "completed", result.detail
+    explore = config.profiles["explore"].model_dump()
+    with pytest.raises(ValidationError, match="retrieval_start: the retrieval calls Find and Search"):
+        RuntimeProfile.model_validate({**explore, **preset, "symbol_tools": False})
+    RuntimeProfile.model_validate(
+        {**explore, **preset, "symbol_tools": False, "tools": ["Read", "Find", "Search"]}
+    )
+    result = _launch(config, root, BaselineModel(), {**preset, "retrieval_start": 0})
+    assert result.status == "completed" and "retrieval_start" not in result.policies, result.detail
     events = read_trace(result.trace_path)
     assert not any(isinstance(e, ToolStarted) and e.call_id.startswith(HARNESS_CALL) for e in events)
     assert evidence_origin(events) is None

@@ -99,7 +99,7 @@ SCAFFOLD_FLAGS = {
     "grace_turn", "min_tool_calls", "constrain_paths", "evidence_from_seen", "require_seen",
     "require_grounded_evidence", "require_grounded", "finish_after_stale", "finish_after_reads",
     "read_after_hits", "read_on", "first_search", "min_evidence", "max_evidence", "cite_anchors",
-    "cite_margin", "absence_check", "show_layout", "task_paths", "search_words",
+    "cite_margin", "absence_check", "show_layout", "task_paths", "search_words", "retrieval_start",
 }  # fmt: skip
 """The profile's scaffold fields (``scaffold.build`` reads them); core may not test any of them."""
 

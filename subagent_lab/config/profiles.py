@@ -173,6 +173,11 @@ class RuntimeProfile(_Frozen):
     tool_guide: bool = False
     """The first message ends with a guide to the structure tools the child holds (what each shows,
     and to start with Find or Search rather than Grep): the explore prompt speaks of Grep only."""
+    retrieval_start: int = Field(default=0, ge=0, le=8)
+    """Before the first action the harness runs the task's retrieval as tool calls (Find on its
+    code-like names, then Search on its text; ``tools.symbols.retrieve``) and the best this many
+    units are the answer's candidates, listed and offered first (``scaffold.retrieval_start``);
+    needs Find and Search (``symbol_tools``, or ``tools`` naming both). 0: off."""
 
     @model_validator(mode="after")
     def _invariants(self) -> RuntimeProfile:
@@ -186,6 +191,9 @@ class RuntimeProfile(_Frozen):
             raise ValueError(f"tools: unknown tools {unknown}; allowed are {sorted(READONLY_TOOLS)}")
         if (self.symbol_tools or set(self.tools) & set(SYMBOL_TOOLS)) and self.tool_interface != "simple":
             raise ValueError("tools: Find, Refs, Outline and Search exist in tool_interface 'simple' only")
+        held = set(self.tools) | (set(SYMBOL_TOOLS) if self.symbol_tools else set())
+        if self.retrieval_start and not {"Find", "Search"} <= held:
+            raise ValueError("retrieval_start: the retrieval calls Find and Search; set symbol_tools: true")
         if self.context_token_budget > self.total_token_budget:
             raise ValueError(
                 f"context_token_budget ({self.context_token_budget}) must be <= "

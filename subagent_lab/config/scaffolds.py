@@ -53,6 +53,8 @@ PLAIN_FIELDS: dict[str, Any] = {
     "symbol_tools": False,
     "repo_map_tokens": 0,
     "tool_guide": False,
+    # The task's retrieval run by the harness before the first action, its best units the candidates.
+    "retrieval_start": 0,
 }
 """The built-in ``plain`` preset, and the value of every field a preset leaves out."""
 
@@ -98,6 +100,7 @@ HASH_NEUTRAL: dict[str, Any] = {
     "repo_map_tokens": 0,
     "tool_guide": False,
     "cite_units": False,
+    "retrieval_start": 0,
 }
 """Scaffold fields added after rows were recorded, with their off value: ``scaffold_hash`` leaves
 them out at that value, so a scaffold that does not use them hashes as before they existed."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 import traceback
+from collections.abc import Sequence
 from typing import Any, NoReturn, cast
 
 from subagent_lab.core.budget import Budget
@@ -22,7 +23,7 @@ from subagent_lab.core.calls import Purpose, call_model
 from subagent_lab.core.contracts import ground_evidence, grounded_ratio, parse_contract
 from subagent_lab.core.dispatch import run_tools
 from subagent_lab.core.loop_state import LoopDeps, LoopOutcome, LoopSpec, Run, RunState
-from subagent_lab.core.policy import FINISH, ActionMenu, AnswerCheck, RunContext
+from subagent_lab.core.policy import FINISH, HARNESS_CALL, ActionMenu, AnswerCheck, RunContext
 from subagent_lab.core.provenance import seen_check
 from subagent_lab.core.trace import ActionForced, ContractChecked, RunEnded
 from subagent_lab.core.types import (
@@ -72,6 +73,17 @@ class _LoopRun(Run):
         self.state.messages.append(Message(role="assistant", content=response.text))
         return response.text
 
+    def call_tools(self, calls: Sequence[ToolCall]) -> None:
+        """Tool calls of the harness's own, one after another, each run as a turn's call; the
+        conversation shows each as an action the harness wrote followed by its result (a prompt
+        protocol renders one action per assistant message)."""
+        for call in calls:
+            if not call.id.startswith(HARNESS_CALL):
+                call = call.model_copy(update={"id": HARNESS_CALL + call.id})
+            self.state.messages.append(Message(role="assistant", content="", tool_calls=[call]))
+            results, _ = run_tools(self, [call])
+            self.state.messages.extend(results)
+
 
 def run_loop(spec: LoopSpec, deps: LoopDeps, messages: list[Message]) -> LoopOutcome:
     """Run until a contract is accepted or a ``Stop`` ends the run; always returns a value."""
@@ -85,6 +97,8 @@ def run_loop(spec: LoopSpec, deps: LoopDeps, messages: list[Message]) -> LoopOut
     try:
         context = RunContext(deps.task, deps.tool_context, deps.workspace_root, tuple(deps.tools))
         run.policies = tuple(p.for_run(context) for p in deps.policies)
+        for policy in run.policies:
+            policy.start(run)
         while True:
             _step(run)
     except Finished as done:

@@ -20,7 +20,7 @@ from subagent_lab.core.policy import Policy
 from subagent_lab.core.tokens import PromptCounter
 from subagent_lab.core.tool import Tool
 from subagent_lab.core.trace import PromptAdded, RunTotals, RunTrace, TraceSink
-from subagent_lab.core.types import Message, Span, Usage
+from subagent_lab.core.types import Message, Span, ToolCall, Usage
 
 
 @dataclass(frozen=True)
@@ -185,4 +185,7 @@ class Run:
         self.trace.emit(PromptAdded, purpose=purpose, content=text)
 
     def ask(self, purpose: str, schema: dict[str, Any], max_tokens: int) -> str:
+        raise NotImplementedError("the loop's run answers this")
+
+    def call_tools(self, calls: Sequence[ToolCall]) -> None:
         raise NotImplementedError("the loop's run answers this")

@@ -22,6 +22,9 @@ from subagent_lab.core.types import Span, Stop, ToolCall, ToolOutcome
 
 FINISH = "finish"
 """The action that ends the working phase: the final answer follows in a call of its own."""
+HARNESS_CALL = "harness-"
+"""The id prefix of a tool call the harness made (``RunView.call_tools``), not the model: its
+``tool_started``/``tool_finished`` events carry such ids."""
 
 
 @dataclass
@@ -123,6 +126,12 @@ class RunView(Protocol):
         """One greedy model call of the harness's own, under the run's budget; its text."""
         ...
 
+    def call_tools(self, calls: Sequence[ToolCall]) -> None:
+        """Run tool calls of the harness's own as one turn runs a model's (the gate, the trace's
+        tool events, seen spans, every policy's ``observe``); the conversation shows them as an
+        assistant turn, and their ids get the ``HARNESS_CALL`` prefix."""
+        ...
+
 
 class Policy:
     """One aid; every hook a no-op. Subclasses are dataclasses: their fields are the parameters."""
@@ -143,6 +152,9 @@ class Policy:
 
     def shape_task(self, ctx: RunContext, shape: TaskShape) -> None:
         """Add to the child's first message (before the run starts; keeps no state)."""
+
+    def start(self, run: RunView) -> None:
+        """Act once before the first action (``run.call_tools``: calls of the harness's own)."""
 
     def narrow(self, run: RunView, menu: ActionMenu) -> None:
         """Narrow this turn's action menu in place."""

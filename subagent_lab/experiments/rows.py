@@ -14,8 +14,10 @@ from typing import Any
 
 import pandas as pd
 
+from subagent_lab.analysis.evidence_origin import evidence_origin
 from subagent_lab.bench.score import LOC_COLUMNS
 from subagent_lab.config.profiles import SYMBOL_TOOLS
+from subagent_lab.core.trace import Event
 from subagent_lab.experiments.spec import RunSpec
 
 TOOLS = ("Read", "Grep", "Glob", *SYMBOL_TOOLS)
@@ -32,6 +34,12 @@ SCORE_COLUMNS = (
 before issue 36 lack ``evidence_counted``, the localization columns (``LOC_COLUMNS``) and
 ``keywords_tool_only``."""
 OUTCOMES = ("executed", "repeated", "denied", "failed")
+ORIGIN_COLUMNS = (
+    "candidates_given", "candidates_dropped", "evidence_kept", "evidence_narrowed", "evidence_added",
+    "evidence_from_retrieval", "evidence_from_model", "evidence_origin",
+)  # fmt: skip
+"""What the model made of the retrieval it was given (``analysis.evidence_origin``; docs/numbers.md):
+None in a row whose run was given no candidates."""
 
 
 def base_row(run: RunSpec) -> dict[str, Any]:
@@ -96,6 +104,23 @@ def result_row(run: RunSpec, result: dict[str, Any], score: dict[str, Any]) -> d
         value = score.get(key)
         row[key] = len(value) if isinstance(value, list) else value  # a list column: its count
     return row
+
+
+def origin_columns(events: list[Event]) -> dict[str, Any]:
+    """The ``ORIGIN_COLUMNS`` of one run's trace: counts, and each item's origin as JSON."""
+    origin = evidence_origin(events)
+    if origin is None:
+        return dict.fromkeys(ORIGIN_COLUMNS)
+    return {
+        "candidates_given": len(origin.candidates),
+        "candidates_dropped": len(origin.dropped),
+        "evidence_kept": origin.count(action="kept"),
+        "evidence_narrowed": origin.count(action="narrowed"),
+        "evidence_added": origin.count(action="added"),
+        "evidence_from_retrieval": origin.count(source="retrieval"),
+        "evidence_from_model": origin.count(source="model"),
+        "evidence_origin": json.dumps([i.model_dump() for i in origin.items]),
+    }
 
 
 class ResultLog:

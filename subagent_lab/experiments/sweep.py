@@ -45,6 +45,7 @@ from subagent_lab.experiments.rows import (
     ResultLog,
     base_row,
     load_results,
+    origin_columns,
     result_row,
 )
 from subagent_lab.experiments.spec import RunSpec, SweepSpec, Variant, plan_runs, select_tasks, spec_tasks
@@ -128,8 +129,10 @@ def execute_run(run: RunSpec, model_factory: ModelFactory | None = None) -> dict
         exists = trace is not None and trace.is_file()
         context = context_from_trace(trace, require_seen=True) if trace is not None and exists else None
         score = score_run(run.task, result.contract, root, context=context)
-        folded = child_metrics(read_trace(trace)) if trace is not None and exists else None
+        events = read_trace(trace) if trace is not None and exists else None
+        folded = child_metrics(events) if events is not None else None
         row = result_row(run, result.model_dump(mode="json"), score.model_dump(mode="json"))
+        row.update(origin_columns(events or []))
         ran = scaffold_hash({k: getattr(profile, k) for k in sorted(SCAFFOLD_FIELDS)})
         row.update(
             max_steps=profile.max_steps,

@@ -25,6 +25,7 @@ from subagent_lab.scaffold.read_on import ReadOn
 from subagent_lab.scaffold.repo_map import RepoMap
 from subagent_lab.scaffold.require_evidence import RequireEvidence
 from subagent_lab.scaffold.require_tool_first import RequireToolFirst
+from subagent_lab.scaffold.retrieval_start import RetrievalStart
 from subagent_lab.scaffold.skip_repeated import SkipRepeated
 from subagent_lab.scaffold.task_shaping import TaskShaping
 from subagent_lab.scaffold.tool_guide import ToolGuide
@@ -45,6 +46,7 @@ ORDER: tuple[type[Policy], ...] = (
     ToolGuide,  # ... then what the structure tools show and when to use them
     # The final answer: the listing and evidence choices first, the absence verdict over them.
     CiteFromSeen,
+    RetrievalStart,  # the harness's retrieval before the first action; its candidates lead the answer
     AbsenceCheck,
     RequireEvidence,
     Grace,
@@ -58,7 +60,7 @@ PARENT_FIELDS: dict[str, Any] = {
     "finish_after_stale": 0, "finish_after_reads": 0, "read_after_hits": False, "read_on": 0,
     "first_search": 0,
     "require_seen": False, "require_grounded_evidence": False, "show_layout": False, "task_paths": False,
-    "symbol_tools": False, "repo_map_tokens": 0, "tool_guide": False,
+    "symbol_tools": False, "repo_map_tokens": 0, "tool_guide": False, "retrieval_start": 0,
 }  # fmt: skip
 """The scaffold fields a parent profile does not hold: all off (its ``min_tool_calls`` and
 ``grace_turn`` are its own)."""
@@ -131,6 +133,9 @@ def policies(profile: Profile) -> tuple[Policy, ...]:
             f["cite_units"],
         )
         if contract
+        else None,
+        RetrievalStart(f["retrieval_start"], f["evidence_from_seen"], f["min_evidence"], f["max_evidence"])
+        if f["retrieval_start"] and contract
         else None,
         AbsenceCheck(f["evidence_from_seen"]) if f["absence_check"] and contract else None,
         RequireEvidence(f["require_grounded_evidence"], f["require_seen"])

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from subagent_lab.analysis.evidence_origin import EvidenceOrigin, evidence_origin
 from subagent_lab.core.contracts import EvidenceCheck, ground_evidence
 from subagent_lab.core.trace import (
     BudgetDecision,
@@ -96,6 +97,8 @@ class RunView:
     start: RunStarted | None
     end: RunEnded | None
     steps: list[StepRecord]
+    origin: EvidenceOrigin | None = None
+    """What the answer made of the retrieval's candidates (``retrieval_start``); None without them."""
 
     @property
     def budgets(self) -> dict[str, float]:
@@ -219,7 +222,8 @@ def run_view(source: str | Path | Sequence[Event]) -> RunView:
     start = next((e for e in events if isinstance(e, RunStarted)), None)
     end = next((e for e in events if isinstance(e, RunEnded)), None)
     path = str(source) if isinstance(source, str | Path) else ""
-    return RunView(trace_path=path, start=start, end=end, steps=step_records(events))
+    steps = step_records(events)
+    return RunView(trace_path=path, start=start, end=end, steps=steps, origin=evidence_origin(events))
 
 
 @dataclass
@@ -232,6 +236,9 @@ class EvidenceRecord:
     path: str | None
     start: int | None
     end: int | None
+    origin: str = ""
+    """Under ``retrieval_start``: ``source · action``, with the candidate it keeps or narrows
+    (``retrieval · kept #1``, ``model · added``); empty without candidates."""
 
 
 def child_traces(run: RunView) -> list[tuple[str, str]]:
@@ -252,11 +259,19 @@ def evidence_records(run: RunView) -> list[EvidenceRecord]:
         return []
     items = [str(i) for i in run.end.contract.get("evidence") or []]
     checks: list[EvidenceCheck] = ground_evidence(items, run.workspace)
+    origins = run.origin.items if run.origin is not None else []
+    labels = [f"{o.source} · {o.action}" + (f" #{o.candidate}" if o.candidate else "") for o in origins]
     return [
         EvidenceRecord(
-            item=c.item, grounded=c.grounded, reason=c.reason, path=c.path, start=c.start, end=c.end
+            item=c.item,
+            grounded=c.grounded,
+            reason=c.reason,
+            path=c.path,
+            start=c.start,
+            end=c.end,
+            origin=labels[i] if i < len(labels) else "",
         )
-        for c in checks
+        for i, c in enumerate(checks)
     ]
 
 

@@ -244,7 +244,13 @@ def contract_html(run: RunView, evidence: Sequence[EvidenceRecord]) -> str:
         else:
             parts.append(f"<div><b>{_e(key)}</b>: {_e(value)}</div>")
     rows = "".join(evidence_row_html(r) for r in evidence) or "<li><i>(no evidence)</i></li>"
-    parts.append(f"<div><b>evidence</b><ul style='margin:0'>{rows}</ul></div></div>")
+    parts.append(f"<div><b>evidence</b><ul style='margin:0'>{rows}</ul></div>")
+    if run.origin is not None:  # what the answer made of the retrieval's candidates
+        dropped = ", ".join(f"#{n} {run.origin.candidates[n - 1]}" for n in run.origin.dropped) or "none"
+        given = len(run.origin.candidates)
+        head = f"<b>candidates dropped</b> ({given} given)"
+        parts.append(f'<div class="sl-dropped">{head}: {_e(dropped)}</div>')
+    parts.append("</div>")
     return "".join(parts)
 
 
@@ -254,7 +260,10 @@ def evidence_row_html(record: EvidenceRecord) -> str:
         if record.grounded
         else f'<span class="sl-ungrounded" style="color:#cf222e">✘ not grounded ({_e(record.reason)})</span>'
     )
-    return f"<li><code>{_e(record.item)}</code> {mark}</li>"
+    origin = ""
+    if record.origin:  # under retrieval_start: where the item came from, what the model did with it
+        origin = f' <span class="sl-origin" style="color:#6e7781">{_e(record.origin)}</span>'
+    return f"<li><code>{_e(record.item)}</code> {mark}{origin}</li>"
 
 
 def citation_html(record: EvidenceRecord, lines: Sequence[tuple[int, str, bool]]) -> str:

@@ -165,9 +165,12 @@ def test_the_retrieval_runs_as_harness_calls_before_the_first_model_call(
     assert "def check_password(user, password)" in note  # its signature
     [added] = [e for e in events if isinstance(e, PromptAdded) and e.purpose == PURPOSE]
     assert added.content == note
-    # What the harness's calls printed counts as seen, for the scorer as for the loop.
+    # What the harness's calls printed counts as seen, for the scorer as for the loop: each
+    # candidate's header line, not its whole body (seen means printed).
     seen = context_from_trace(result.trace_path).seen or ()
-    assert all(any(s.covers(c.rel, c.unit.start, c.unit.end) for s in seen) for c in candidates)
+    assert all(any(s.covers(c.rel, c.unit.start, c.unit.start) for s in seen) for c in candidates)
+    long_units = [c for c in candidates if c.unit.end > c.unit.start + 3]
+    assert not any(any(s.covers(c.rel, c.unit.start, c.unit.end) for s in seen) for c in long_units)
     # Empty evidence stays empty: the harness fills nothing in; every candidate is dropped.
     assert result.contract is not None and result.contract["evidence"] == []
     origin = evidence_origin(events)
@@ -178,7 +181,7 @@ def test_candidates_lead_the_final_prompt_and_the_grammar_and_each_item_has_its_
     config: LabConfig, root: Path, preset: dict[str, Any]
 ) -> None:
     candidates = _candidates(root)
-    wall = f"app/colors.py:1-{len(FILES['app/colors.py'].splitlines())}"
+    wall = "app/colors.py:1"  # the header line the model's Find printed (seen means printed)
     rel = candidates[1].rel
     inside = candidates[1].unit.start + 1
     answer = {
@@ -198,7 +201,6 @@ def test_candidates_lead_the_final_prompt_and_the_grammar_and_each_item_has_its_
     assert enum[:4] == [c.item for c in candidates]  # the candidates first, in their order
     assert f"{rel}:{inside}" in enum[4:] and wall in enum[4:]  # then the model's own calls
     assert not {c.label for c in candidates} & set(enum)  # a candidate is offered once
-    assert "app/colors.py:1" not in enum  # nor is a unit the model's Find showed (its header line)
     prompt = str(last.messages[-1].content)
     numbered = [c for c, _ in parse_candidates(prompt)]
     assert numbered == [c.item for c in candidates]

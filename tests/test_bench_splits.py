@@ -82,13 +82,13 @@ def test_dev_split_file_is_unchanged() -> None:
 def test_default_suite_is_dev_on_installed_packages() -> None:
     assert load_suite("dev") == DEV
     assert len(DEV) == 30
-    assert {(t.split, t.workspace) for t in DEV} == {("dev", "installed")}
+    assert {(t.split, t.legacy_workspace) for t in DEV} == {("dev", "installed")}
     assert {t.package for t in DEV} == SPLIT_PACKAGES["dev"] == {"jinja2", "yaml", "tqdm"}
 
 
 def test_test_split_size_kinds_and_packages() -> None:
     assert len(TEST) >= 30
-    assert {(t.split, t.workspace) for t in TEST} == {("test", "tree")}
+    assert {(t.split, t.legacy_workspace) for t in TEST} == {("test", "tree")}
     kinds = Counter(t.kind for t in TEST)
     assert set(kinds) == {"locate", "trace", "enumerate", "explain", "absent"}
     assert min(kinds.values()) >= 5, kinds
@@ -137,7 +137,7 @@ def test_absent_test_tasks_have_probes_and_others_do_not() -> None:
 def test_dev_tree_is_dev_with_gold_mapped_into_the_tree() -> None:
     assert [t.id for t in DEV_TREE] == [t.id for t in DEV]
     for dev, tree in zip(DEV, DEV_TREE, strict=True):
-        assert tree.workspace == "tree" and dev.workspace == "installed"
+        assert tree.legacy_workspace == "tree" and dev.legacy_workspace == "installed"
         assert (tree.prompt, tree.kind, tree.keywords, tree.smoke) == (
             dev.prompt,
             dev.kind,
@@ -184,7 +184,7 @@ def test_file_level_split_is_the_tasks_default(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     for loaded in (load_suite(path), load_suite(str(path)), load_suite(path=path)):
-        assert [(t.id, t.split, t.workspace) for t in loaded] == [("a", "test", "tree")]
+        assert [(t.id, t.split, t.legacy_workspace) for t in loaded] == [("a", "test", "tree")]
 
 
 def test_test_split_refuses_a_task_of_another_split(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -216,7 +216,7 @@ def test_tree_is_a_checkout_with_tests_and_docs(package: str) -> None:
     assert (root / "docs").is_dir() or package in {"yaml", "tqdm"}  # their sdists ship no docs/ folder
 
 
-@pytest.mark.parametrize("task", TREE_TASKS, ids=[f"{t.split}-{t.workspace}-{t.id}" for t in TREE_TASKS])
+@pytest.mark.parametrize("task", TREE_TASKS, ids=[f"{t.split}-{t.legacy_workspace}-{t.id}" for t in TREE_TASKS])
 def test_tree_gold_anchors_occur_in_their_spans(task: BenchTask) -> None:
     _need_tree(task.package)
     assert check_gold(task) == []

@@ -216,7 +216,7 @@ def test_tree_is_a_checkout_with_tests_and_docs(package: str) -> None:
     assert (root / "docs").is_dir() or package in {"yaml", "tqdm"}  # their sdists ship no docs/ folder
 
 
-@pytest.mark.parametrize("task", TREE_TASKS, ids=[f"{t.split}-{t.legacy_workspace}-{t.id}" for t in TREE_TASKS])
+@pytest.mark.parametrize("task", TREE_TASKS, ids=[f"{t.split}-{t.id}" for t in TREE_TASKS])
 def test_tree_gold_anchors_occur_in_their_spans(task: BenchTask) -> None:
     _need_tree(task.package)
     assert check_gold(task) == []

@@ -51,8 +51,8 @@ from subagent_lab.core.types import ConfigError
 __all__ = [  # the task model is re-exported: callers import a suite's names from here
     "DEFAULT_SUITE_PATH", "PINNED_VERSIONS", "SPLIT_PACKAGES", "SUITES", "TEST_SUITE_PATH", "BenchTask",
     "Difficulty", "GoldSpan", "Split", "SuiteName", "TaskFile", "TaskKind", "WorkspaceSpec", "check_absent",
-    "check_gold", "gold_problems", "installed_version", "load_suite", "package_root", "split_table",
-    "task_file_schema", "validate_tasks",
+    "check_gold", "gold_problems", "installed_version", "load_suite", "load_tasks", "package_root",
+    "split_table", "suite_label", "task_file_schema", "validate_tasks",
 ]  # fmt: skip
 
 SuiteName = Literal["dev", "dev-tree", "test"]
@@ -80,6 +80,12 @@ def load_suite(split: SuiteName | Path | str = "dev", *, path: Path | str | None
         return tasks
     dev = _load_file(DEFAULT_SUITE_PATH)
     return [t.in_tree() for t in dev] if split == "dev-tree" else dev
+
+
+def load_tasks(source: str | Path, *, check: bool = False) -> list[BenchTask]:
+    """The tasks of a task file (or a built-in suite id); with ``check``, ``validate_tasks`` first
+    makes their workspaces and checks their gold (ConfigError naming file, task and field)."""
+    return validate_tasks(source) if check else load_suite(source)
 
 
 def suite_label(split: str | Path) -> str:
@@ -112,7 +118,9 @@ def _read(suite_path: Path) -> tuple[dict[str, Any], list[str]]:
     # The file's split/workspace are its tasks' defaults (a task may still say otherwise).
     defaults = {k: raw[k] for k in ("split", "workspace") if raw.get(k) is not None}
     tasks = [{**defaults, **t} if isinstance(t, dict) else t for t in raw["tasks"]]
-    return {**raw, "tasks": tasks}, [f"tasks.{i}" for i in range(len(tasks))]
+    # Validated in each task, where an error names the task: not once more at the top.
+    top = {k: v for k, v in raw.items() if k not in ("split", "workspace")}
+    return {**top, "tasks": tasks}, [f"tasks.{i}" for i in range(len(tasks))]
 
 
 def _load_file(suite_path: Path) -> list[BenchTask]:

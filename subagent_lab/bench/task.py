@@ -40,7 +40,7 @@ LEGACY_PACKAGES = SPLIT_PACKAGES["dev"] | SPLIT_PACKAGES["test"]
 class GoldSpan(BaseModel):
     """A range of lines that a correct answer should cite (1-based, inclusive)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     path: str = Field(min_length=1)
     """Path relative to the task's workspace root."""
@@ -66,7 +66,7 @@ class GoldSpan(BaseModel):
 class BenchTask(BaseModel):
     """One explore task: the prompt a user would give, where it runs, what a good answer contains."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     id: str = Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9._-]*$")
     prompt: str = Field(min_length=10)
@@ -162,7 +162,7 @@ class TaskFile(BaseModel):
     file holds one task object per line and no defaults.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     suite: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9._-]*$")
     """The suite's name (default: the file's stem)."""

@@ -42,8 +42,13 @@ def _relative_to_file(value: str, info: ValidationInfo) -> str:
     return str((Path(base) / path).resolve()) if base is not None and not path.is_absolute() else str(path)
 
 
+def _hex_digits(value: Any, width: int) -> Any:
+    """A hash that YAML read as an integer (all digits, unquoted) back as its hex text."""
+    return str(value).zfill(width) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
 class _Spec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 class DirWorkspace(_Spec):
@@ -82,6 +87,11 @@ class GitWorkspace(_Spec):
     def _absolute(cls, value: str, info: ValidationInfo) -> str:
         return value if is_url(value) else _relative_to_file(value, info)
 
+    @field_validator("rev", mode="before")
+    @classmethod
+    def _digits(cls, value: Any) -> Any:
+        return _hex_digits(value, 40)
+
     def root(self, *, fetch: bool = False) -> Path:
         """The checkout of ``rev``; made first with ``fetch`` (FieldError on ``git`` or ``rev``)."""
         return checkout_root(self.git, self.rev, fetch=fetch)
@@ -98,6 +108,11 @@ class SdistWorkspace(_Spec):
     """``name==version``, as pip reads it."""
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     """Of the ``.tar.gz`` file PyPI serves for it."""
+
+    @field_validator("sha256", mode="before")
+    @classmethod
+    def _digits(cls, value: Any) -> Any:
+        return _hex_digits(value, 64)
 
     def as_sdist(self) -> Sdist:
         """The ``bench.workspaces`` pin of this spec (a built-in pin's, package directory included)."""

@@ -33,9 +33,9 @@ from subagent_lab.bench.suite import (
 from subagent_lab.bench.workspaces import SDISTS, Sdist
 from subagent_lab.core.types import ConfigError
 
-TEST_SPLIT_SHA256 = "0a96b2544aeba8c412666abc8a81ca0a1280b3a801117cbaccb013ba88979109"
+TEST_SPLIT_SHA256 = "e4d4eb966a4aa5316d35ab1780c23b779d94a7179bb19a8cc0e6135eaf1f2e56"
 """tasks_test.yaml, frozen: written from the source before any run. A change is a new test split."""
-DEV_SPLIT_SHA256 = "dc2206cbbb6ca878bbc26cd19336b0a5a836f0f6790cb72335c8fe8503d9293e"
+DEV_SPLIT_SHA256 = "13f3ef9a2f4591ee399561357ee34fa1a88a0031f8e68f59e618d6f13b4ade22"
 """tasks.yaml: the dev tasks that recorded sweeps and caches refer to."""
 RESERVED = {"requests", "httpx", "click"}
 """Kept out of every split: reserved for an external evaluation."""
@@ -127,6 +127,33 @@ def test_test_keywords_are_not_in_the_prompt() -> None:
         words = set(re.findall(r"[a-z0-9_]+", task.prompt.lower()))
         for keyword in task.keywords:
             assert keyword.lower() not in words and len(keyword) >= 3, f"{task.id}: {keyword}"
+
+
+ABSENCE_CUES = re.compile(
+    r"say so|if (there is|there are|it has|none)|(has|have) no such|does not (exist|have)|"
+    r"not (present|there|exist)|if any\b|if [\w-]+ (has|have) (none|no)\b",
+    re.IGNORECASE,
+)
+
+
+def test_no_prompt_wording_tells_absent_from_present() -> None:
+    # Every absent prompt once ended "If ... has no such ..., say so." (11 of 11, 0 of 52 present):
+    # a no-model rule on that phrase alone scored +0.17. Only the code may tell them apart.
+    tasks = DEV + TEST
+    cued = [t.id for t in tasks if ABSENCE_CUES.search(" ".join(t.prompt.split()))]
+    assert not cued, f"prompts that cue an answer of absence: {cued}"
+    absent = [t for t in tasks if t.kind == "absent"]
+    located = [t for t in tasks if t.kind == "locate"]  # absent tasks read as a locate task would
+    present = {" ".join(t.prompt.split()[:2]) for t in tasks if t.kind != "absent"}
+    assert {" ".join(t.prompt.split()[:2]) for t in absent} <= present  # no opening of their own
+
+    def words(group: list[BenchTask]) -> Counter[str]:
+        return Counter(w for t in group for w in set(re.findall(r"[a-z]+", t.prompt.lower())))
+
+    in_absent, in_located = words(absent), words(located)
+    for word, n in in_absent.items():  # a word of three or more absent prompts is as common elsewhere
+        if n >= 3:
+            assert in_located[word] / len(located) >= n / len(absent) / 2, word
 
 
 def test_absent_test_tasks_have_probes_and_others_do_not() -> None:

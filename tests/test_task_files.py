@@ -290,3 +290,14 @@ def test_cli_sweep_takes_a_task_file(
     out = capsys.readouterr().out
     assert "Quality and lift" in out and "Terminal reasons" in out
     assert main(["tasks", str(path)]) == 0 and "2 tasks OK" in capsys.readouterr().out
+
+
+def test_a_registered_suite_id_loads_its_file(
+    repo: tuple[Path, str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from subagent_lab.bench import suite as suite_mod
+
+    path = _two_tasks(tmp_path, repo[2])
+    monkeypatch.setitem(suite_mod.SUITE_FILES, "mined-dev", path)
+    assert load_suite("mined-dev") == load_suite(path) and suite_mod.suite_label("mined-dev") == "mined-dev"
+    assert suite_mod.suite_label(path) == "mine" and suite_mod.is_suite_id("mined-dev")

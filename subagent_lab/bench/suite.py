@@ -49,15 +49,19 @@ from subagent_lab.bench.workspaces import FieldError
 from subagent_lab.core.types import ConfigError
 
 __all__ = [  # the task model is re-exported: callers import a suite's names from here
-    "DEFAULT_SUITE_PATH", "PINNED_VERSIONS", "SPLIT_PACKAGES", "SUITES", "TEST_SUITE_PATH", "BenchTask",
-    "Difficulty", "GoldSpan", "Split", "SuiteName", "TaskFile", "TaskKind", "WorkspaceSpec", "check_absent",
-    "check_gold", "gold_problems", "installed_version", "load_suite", "load_tasks", "package_root",
-    "split_table", "suite_label", "task_file_schema", "validate_tasks",
+    "DEFAULT_SUITE_PATH", "PINNED_VERSIONS", "SPLIT_PACKAGES", "SUITES", "SUITE_FILES", "TEST_SUITE_PATH",
+    "BenchTask", "Difficulty", "GoldSpan", "Split", "SuiteName", "TaskFile", "TaskKind", "WorkspaceSpec",
+    "check_absent", "check_gold", "gold_problems", "installed_version", "is_suite_id", "load_suite",
+    "load_tasks", "package_root", "split_table", "suite_label", "task_file_schema", "validate_tasks",
 ]  # fmt: skip
 
 SuiteName = Literal["dev", "dev-tree", "test"]
 SUITES: tuple[SuiteName, ...] = ("dev", "dev-tree", "test")
 """The built-in suite ids ``load_suite`` accepts; anything else is a task file's path."""
+
+SUITE_FILES: dict[str, Path] = {}
+"""More built-in suites: id -> task file (a mined suite registers its files here; ``load_suite``,
+sweeps and ``subagent-lab sweep --tasks`` then take the id)."""
 
 DEFAULT_SUITE_PATH = Path(__file__).with_name("tasks.yaml")
 TEST_SUITE_PATH = Path(__file__).with_name("tasks_test.yaml")
@@ -70,6 +74,8 @@ def load_suite(split: SuiteName | Path | str = "dev", *, path: Path | str | None
     ``path``. Raises ConfigError naming the file, the task and the offending field, or a
     duplicated id. Nothing is fetched: ``validate_tasks`` resolves workspaces and checks gold.
     """
+    if path is None and isinstance(split, str) and split in SUITE_FILES:
+        return _load_file(SUITE_FILES[split])
     if path is not None or isinstance(split, Path) or split not in SUITES:
         return _load_file(Path(path if path is not None else split))
     if split == "test":
@@ -88,10 +94,15 @@ def load_tasks(source: str | Path, *, check: bool = False) -> list[BenchTask]:
     return validate_tasks(source) if check else load_suite(source)
 
 
+def is_suite_id(name: str | Path) -> bool:
+    """Whether ``name`` is a built-in suite's id (``SUITES``, ``SUITE_FILES``) rather than a path."""
+    return isinstance(name, str) and (name in SUITES or name in SUITE_FILES)
+
+
 def suite_label(split: str | Path) -> str:
     """A suite's name for rows and tables: a built-in id, else the file's ``suite:`` or its stem."""
-    if isinstance(split, str) and split in SUITES:
-        return split
+    if is_suite_id(split):
+        return str(split)
     path = Path(split)
     if path.suffix in (".yaml", ".yml"):
         try:

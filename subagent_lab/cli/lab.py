@@ -143,14 +143,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from subagent_lab.analysis.summary import headline, summarize, terminal_reasons
-    from subagent_lab.bench.suite import SUITES
+    from subagent_lab.bench.suite import is_suite_id
     from subagent_lab.config.profiles import load_config
     from subagent_lab.experiments.sweep import SweepSpec, Variant, run_sweep, sweep_dir
 
     overrides = _parse_sets(args.set)
     source = args.tasks or "dev"
-    split = source if source in SUITES else str(Path(source).resolve())
-    selectors = args.suite or ("smoke" if source in SUITES else "all")
+    split = source if is_suite_id(source) else str(Path(source).resolve())
+    selectors = args.suite or ("smoke" if is_suite_id(source) else "all")
     spec = SweepSpec(
         name=args.name,
         split=split,

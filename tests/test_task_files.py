@@ -301,3 +301,23 @@ def test_a_registered_suite_id_loads_its_file(
     monkeypatch.setitem(suite_mod.SUITE_FILES, "mined-dev", path)
     assert load_suite("mined-dev") == load_suite(path) and suite_mod.suite_label("mined-dev") == "mined-dev"
     assert suite_mod.suite_label(path) == "mine" and suite_mod.is_suite_id("mined-dev")
+
+
+def test_explore_runs_a_task_of_a_file_in_its_checkout(
+    repo: tuple[Path, str, str], tmp_path: Path, config_path: str
+) -> None:
+    import subagent_lab as sl
+    from subagent_lab.core.trace import RunStarted, read_trace
+    from subagent_lab.models.scripted import final, tool_call
+
+    path = _two_tasks(tmp_path, repo[1])
+    task = sl.bench_task("calc-add", path)
+    assert task == sl.load_tasks(path)[0]
+    answer = {"status": "completed", "summary": "add adds.", "findings": ["add returns a + b"],
+              "evidence": ["calc/__init__.py:1"], "unresolved_questions": []}  # fmt: skip
+    model = sl.ScriptedModel([tool_call("Grep", pattern="def add"), final(answer)])
+    result = sl.explore(task, model=model, config=config_path, runs_dir=tmp_path / "runs")
+    start = read_trace(result.trace_path)[0]
+    checkout = tmp_path / "cache" / "workspaces" / f"git-{repo[1]}"
+    assert isinstance(start, RunStarted) and Path(start.workspace) == checkout  # made on first use
+    assert result.status == "completed" and sl.score(task, result).gold_recall_line == 1.0

@@ -321,3 +321,11 @@ def test_explore_runs_a_task_of_a_file_in_its_checkout(
     checkout = tmp_path / "cache" / "workspaces" / f"git-{repo[1]}"
     assert isinstance(start, RunStarted) and Path(start.workspace) == checkout  # made on first use
     assert result.status == "completed" and sl.score(task, result).gold_recall_line == 1.0
+
+
+def test_a_jsonl_error_names_the_line(tmp_path: Path) -> None:
+    good = {"id": "a", "prompt": "Where is the loader?", "workspace": {"dir": "."}}
+    bad = {"id": "b", "prompt": "Where is the dumper?", "workspace": {"dir": "."}, "gold": [{"path": "x.py"}]}
+    path = _write(tmp_path / "t.jsonl", f"{json.dumps(good)}\n\n{json.dumps(bad)}\n")
+    with pytest.raises(ConfigError, match=r"task 'b' \(line 3\): gold\.0\.start: Field required"):
+        load_suite(path)

@@ -38,6 +38,8 @@ _EXPORTS: dict[str, str] = {
     "trace_table": "subagent_lab.api.views",
     "bench_task": "subagent_lab.api.views",
     "bench_workspace": "subagent_lab.api.views",
+    "load_tasks": "subagent_lab.bench.suite",
+    "validate_tasks": "subagent_lab.bench.suite",
     "score": "subagent_lab.api.views",
     "inspect": "subagent_lab.api.views",
     "compare": "subagent_lab.api.views",
@@ -74,6 +76,7 @@ __all__ = [  # the names of _EXPORTS (a test keeps the two equal)
     "lift_table",
     "load_config",
     "load_runs",
+    "load_tasks",
     "pick_trace",
     "plot_budget_curve",
     "plot_terminal_reasons",
@@ -87,6 +90,7 @@ __all__ = [  # the names of _EXPORTS (a test keeps the two equal)
     "sweep",
     "terminal_reasons",
     "trace_table",
+    "validate_tasks",
     "write_report",
 ]
 
@@ -115,6 +119,7 @@ if TYPE_CHECKING:  # what editors and mypy see; at run time __getattr__ loads ea
         score,
         trace_table,
     )
+    from subagent_lab.bench.suite import load_tasks, validate_tasks
     from subagent_lab.config.profiles import load_config
     from subagent_lab.models.scripted import ScriptedModel
     from subagent_lab.widgets.sweep_explorer import pick_trace

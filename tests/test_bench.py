@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from subagent_lab.bench import suite as suite_mod
+from subagent_lab.bench import workspace_spec
 from subagent_lab.bench.scoring import (
     MAX_EVIDENCE,
     admits_absence,
@@ -105,7 +105,7 @@ def test_package_root_rejects_a_version_drift(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_package_root_reports_a_missing_package(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(suite_mod, "installed_version", lambda package: None)
+    monkeypatch.setattr(workspace_spec, "installed_version", lambda package: None)
     with pytest.raises(ConfigError, match=r"pyyaml==6\.0\.3 is not installed"):
         package_root("yaml")
 

@@ -183,8 +183,9 @@ def explore(
     (open it with ``sl.inspect(result)``).
 
     Args:
-        task: The question; or a benchmark task (``sl.bench_task(id)``), whose prompt is the
-            question and whose package directory is the default workspace.
+        task: The question; or a benchmark task (``sl.bench_task(id)``, or one of
+            ``sl.load_tasks("my_tasks.yaml")``), whose prompt is the question and whose workspace
+            is the default one.
         workspace: The directory the child may read (default: the current directory, or the
             benchmark task's package).
         model: ``"light"`` (default) or ``"main"``, a model object (e.g. ``sl.ScriptedModel``)
@@ -307,10 +308,11 @@ def sweep(
     scaffolds: str | Sequence[str] | None = None,
     cluster: str | None = None,
     storage: str | None = None,
+    suite: str | Path | None = None,
     **overrides: Any,
 ) -> pd.DataFrame:
     """Run (or resume) a grid of benchmark tasks x models x scaffolds x variants x repeats; one row
-    per run.
+    per run. ``sl.sweep("my_tasks.yaml", ["none", "light", "main"])`` runs every task of a task file.
 
     Rows are saved as runs finish (``results.jsonl`` in the sweep's directory, named by
     ``name`` and a hash of the grid, given as ``df.attrs["sweep_dir"]``); running the same grid
@@ -318,7 +320,9 @@ def sweep(
     task's gold evidence (``quality``, ``gold_recall_line``, ...).
 
     Args:
-        tasks: Suite task ids, or ``"smoke"``, ``"all"`` or a task kind (``"locate"``, ...).
+        tasks: Suite task ids, or ``"smoke"``, ``"all"`` or a task kind (``"locate"``, ...); or a
+            task file's path (``.yaml``, ``.yml``, ``.jsonl``: docs/task-files.md), meaning all its
+            tasks. A task without gold spans is run and tabulated, its score columns empty.
         models: Model choices to compare, e.g. ``["none", "light", "main"]`` (``none``: the no-model
             baseline, the floor every model number is read against; it costs no model time).
         variants: Labelled profile overrides, e.g. ``{"small": {"max_steps": 2}, "large": {}}``;
@@ -344,6 +348,8 @@ def sweep(
         cluster: A Dask scheduler's address (``tcp://host:8786``): the runs go to its workers, which
             need none of this machine's files (docs/cluster.md).
         storage: With ``cluster``, an fsspec URL (``file://``, ``s3://``) the workers write traces to.
+        suite: The suite ``tasks`` selects from: a task file's path or a built-in suite id (``dev``,
+            the default, ``dev-tree``, ``test``).
         **overrides: Profile fields applied to every variant (a variant's own take precedence).
     """
     from subagent_lab.experiments.sweep import SweepSpec, Variant, run_sweep, sweep_dir
@@ -363,9 +369,15 @@ def sweep(
             )
         factory = factory_for(model, lab, False, out)[0]
     table = variants if variants is not None else {"custom" if overrides else "default": {}}
+    selectors: tuple[str, ...] = (tasks,) if isinstance(tasks, str) else tuple(tasks)
+    if suite is None and len(selectors) == 1 and is_task_file(selectors[0]):
+        suite, selectors = selectors[0], ("all",)
     spec = SweepSpec(
         name=name,
-        tasks=(tasks,) if isinstance(tasks, str) else tuple(tasks),
+        split=str(Path(suite).resolve())
+        if suite is not None and is_task_file(suite)
+        else str(suite or "dev"),
+        tasks=selectors,
         models=tuple(as_choice(m) for m in ([models] if isinstance(models, str) else models)),
         profile=profile,
         variants=tuple(Variant(label=k, overrides={**overrides, **v}) for k, v in table.items()),
@@ -389,11 +401,17 @@ def sweep(
     return df
 
 
+def is_task_file(value: str | Path) -> bool:
+    """Whether ``value`` names a task file (by its suffix, or an existing file) rather than a suite
+    id, a task id or a selector."""
+    return Path(value).suffix in (".yaml", ".yml", ".jsonl") or Path(value).is_file()
+
+
 def _task_and_workspace(task: str | BenchTask, workspace: str | Path | None) -> tuple[str, Path]:
     """The task text and the workspace: a benchmark task brings its prompt and its package."""
     if isinstance(task, str):
         return task, Path(workspace if workspace is not None else ".")
-    return task.prompt, Path(workspace) if workspace is not None else task.workspace_root()
+    return task.prompt, Path(workspace) if workspace is not None else task.workspace_root(fetch=True)
 
 
 def _validated(kind: type[Any], base: Any, fields: Mapping[str, Any], where: str) -> Any:

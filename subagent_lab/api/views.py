@@ -88,21 +88,24 @@ def trace_table(run: RunLike, kind: Literal["model", "tool"] = "model") -> pd.Da
     return table
 
 
-def bench_task(task_id: str) -> BenchTask:
-    """The benchmark task ``task_id`` (its ``prompt``, ``package``, ``gold`` spans, ``keywords``)."""
+def bench_task(task_id: str, suite: str | Path | None = None) -> BenchTask:
+    """The benchmark task ``task_id`` (its ``prompt``, ``workspace``, ``gold`` spans, ``keywords``).
+
+    ``suite``: a task file's path (or a built-in suite id) to look in; None: the dev and test suites.
+    """
     from subagent_lab.bench.suite import load_suite
 
-    suite = [*load_suite("dev"), *load_suite("test")]  # ids are unique across the splits
-    for task in suite:
+    tasks = load_suite(suite) if suite is not None else [*load_suite("dev"), *load_suite("test")]
+    for task in tasks:  # ids are unique across the built-in splits, and within a file
         if task.id == task_id:
             return task
-    raise KeyError(f"no benchmark task {task_id!r}; known: {[t.id for t in suite]}")
+    raise KeyError(f"no benchmark task {task_id!r}; known: {[t.id for t in tasks]}")
 
 
 def bench_workspace(task: str | BenchTask) -> Path:
-    """The directory a benchmark task explores: its installed package or its unpacked source tree
-    (ConfigError if missing)."""
-    return (bench_task(task) if isinstance(task, str) else task).workspace_root()
+    """The directory a benchmark task explores: its installed package, directory, or its git
+    checkout or source tree (made in the cache if missing; ConfigError if it cannot be)."""
+    return (bench_task(task) if isinstance(task, str) else task).workspace_root(fetch=True)
 
 
 def score(task: str | BenchTask, run: Any) -> Score:

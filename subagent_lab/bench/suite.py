@@ -1,6 +1,9 @@
-"""The explore benchmark suite: task models, loading the splits, and gold checking.
+"""The explore benchmark suites: loading task files, the built-in splits, and checking gold.
 
-Three suites, each a list of tasks over pinned third-party packages:
+A suite is a task file (docs/task-files.md; the model in ``bench.task``): YAML with optional
+defaults and a list of tasks, or JSONL with one task a line. ``load_suite`` takes a built-in
+suite's id or a path. The built-in, hand-written suites (``legacy``) are task files over pinned
+third-party packages:
 
 - ``dev`` (``tasks.yaml``, the default): 30 tasks over jinja2, PyYAML and tqdm. The workspace root
   is the *installed* package directory (the pinned ``bench`` extra), found through importlib. The
@@ -11,152 +14,68 @@ Three suites, each a list of tasks over pinned third-party packages:
 - ``test`` (``tasks_test.yaml``): held out, over other packages (marshmallow, attrs, Markdown) in
   their source trees; written from the source before any model run and frozen by a hash.
 
-Source trees are fetched by ``bench.workspaces`` outside the repository. Every gold span carries an
-``anchor`` string so that a version drift fails loudly instead of scoring against the wrong lines.
+``validate_tasks`` resolves every task's workspace (making git checkouts and fetching sdists) and
+checks its gold spans against the files, before any run: a ``ConfigError`` names the file, the
+task and the field.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
+import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ValidationError
 
+from subagent_lab.bench.task import (
+    SPLIT_PACKAGES,
+    BenchTask,
+    Difficulty,
+    GoldSpan,
+    Split,
+    TaskFile,
+    TaskKind,
+)
+from subagent_lab.bench.workspace_spec import (
+    PINNED_VERSIONS,
+    SPEC_KINDS,
+    WorkspaceSpec,
+    installed_version,
+    package_root,
+)
+from subagent_lab.bench.workspaces import FieldError
 from subagent_lab.core.types import ConfigError
 
-TaskKind = Literal["locate", "trace", "enumerate", "explain", "absent"]
-Package = Literal["jinja2", "yaml", "tqdm", "marshmallow", "attrs", "markdown"]
-Difficulty = Literal["easy", "medium", "hard"]
-Split = Literal["dev", "test"]
-Workspace = Literal["installed", "tree"]
-"""``installed``: the package's installed directory; ``tree``: its unpacked sdist (bench.workspaces)."""
+__all__ = [  # the task model is re-exported: callers import a suite's names from here
+    "DEFAULT_SUITE_PATH", "PINNED_VERSIONS", "SPLIT_PACKAGES", "SUITES", "SUITE_FILES", "TEST_SUITE_PATH",
+    "BenchTask", "Difficulty", "GoldSpan", "Split", "SuiteName", "TaskFile", "TaskKind", "WorkspaceSpec",
+    "check_absent", "check_gold", "gold_problems", "installed_version", "is_suite_id", "load_suite",
+    "load_tasks", "package_root", "split_table", "suite_label", "task_file_schema", "validate_tasks",
+]  # fmt: skip
+
 SuiteName = Literal["dev", "dev-tree", "test"]
 SUITES: tuple[SuiteName, ...] = ("dev", "dev-tree", "test")
-"""The names ``load_suite`` accepts."""
+"""The built-in suite ids ``load_suite`` accepts; anything else is a task file's path."""
 
-SPLIT_PACKAGES: dict[Split, frozenset[str]] = {
-    "dev": frozenset({"jinja2", "yaml", "tqdm"}),
-    "test": frozenset({"marshmallow", "attrs", "markdown"}),
-}
-"""The packages of each split; no package is in two (a test task never shares a tree with dev)."""
-
-PINNED_VERSIONS: dict[str, tuple[str, str]] = {
-    "jinja2": ("jinja2", "3.1.6"),
-    "yaml": ("pyyaml", "6.0.3"),
-    "tqdm": ("tqdm", "4.67.1"),
-}
-"""Import name -> (distribution name, pinned version); mirrors the ``bench`` extra."""
+SUITE_FILES: dict[str, Path] = {}
+"""More built-in suites: id -> task file (a mined suite registers its files here; ``load_suite``,
+sweeps and ``subagent-lab sweep --tasks`` then take the id)."""
 
 DEFAULT_SUITE_PATH = Path(__file__).with_name("tasks.yaml")
 TEST_SUITE_PATH = Path(__file__).with_name("tasks_test.yaml")
 
 
-class GoldSpan(BaseModel):
-    """A range of lines that a correct answer should cite (1-based, inclusive)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    path: str = Field(min_length=1)
-    """Path relative to the task's workspace root (the package directory, or the source tree)."""
-    start: int = Field(ge=1)
-    end: int = Field(ge=1)
-    anchor: str = Field(min_length=1)
-    """Text that must occur within lines ``start..end``; catches version drift."""
-
-    @model_validator(mode="after")
-    def _ordered(self) -> GoldSpan:
-        if self.end < self.start:
-            raise ValueError(f"end ({self.end}) is before start ({self.start})")
-        if self.path.startswith("/") or ".." in Path(self.path).parts:
-            raise ValueError(f"gold path must be relative to the package root: {self.path!r}")
-        return self
-
-    @property
-    def label(self) -> str:
-        """The span written as an evidence item: ``path:start-end``."""
-        return f"{self.path}:{self.start}-{self.end}"
-
-
-class BenchTask(BaseModel):
-    """One explore task: the prompt a user would give and what a good answer contains."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    id: str = Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9-]*$")
-    kind: TaskKind
-    package: Package
-    prompt: str = Field(min_length=10)
-    gold: tuple[GoldSpan, ...] = ()
-    keywords: tuple[str, ...] = ()
-    """Words a good summary/findings should mention (matched case-insensitively)."""
-    difficulty: Difficulty
-    smoke: bool = False
-    """Easy locate tasks used for the quick real-model sweep."""
-    split: Split = "dev"
-    workspace: Workspace = "installed"
-    probes: tuple[str, ...] = ()
-    """Absent tasks of a source tree: strings that occur in no file of the tree (case-insensitive),
-    which backs the gold answer "not there"."""
-
-    @model_validator(mode="after")
-    def _gold_matches_kind(self) -> BenchTask:
-        if self.kind == "absent" and self.gold:
-            raise ValueError(f"task {self.id}: an 'absent' task must have no gold spans")
-        if self.kind != "absent" and not self.gold:
-            raise ValueError(f"task {self.id}: a '{self.kind}' task needs at least one gold span")
-        if self.smoke and self.kind != "locate":
-            raise ValueError(f"task {self.id}: only locate tasks can be smoke tasks")
-        if self.package not in SPLIT_PACKAGES[self.split]:
-            raise ValueError(f"task {self.id}: package {self.package!r} is not in the {self.split} split")
-        if self.split == "test" and self.workspace != "tree":
-            raise ValueError(f"task {self.id}: test tasks run in a source tree (workspace: tree)")
-        if self.probes and self.kind != "absent":
-            raise ValueError(f"task {self.id}: only absent tasks have probes")
-        return self
-
-    def workspace_root(self) -> Path:
-        """The directory this task explores: the installed package or the unpacked source tree.
-
-        Raises ConfigError when it is missing (naming the install or fetch command to run).
-        """
-        if self.workspace == "installed":
-            return package_root(self.package)
-        # Imported here: `python -m subagent_lab.bench.workspaces` then runs a module not yet imported.
-        from subagent_lab.bench.workspaces import tree_root
-
-        return tree_root(self.package)
-
-    def in_tree(self) -> BenchTask:
-        """This task in its package's source tree: the same id and prompt, gold paths mapped into
-        the tree (``loaders.py`` -> ``src/jinja2/loaders.py``). A tree task is returned as it is."""
-        from subagent_lab.bench.workspaces import SDISTS
-
-        if self.workspace == "tree":
-            return self
-        prefix = SDISTS[self.package].package_dir
-        gold = tuple(span.model_copy(update={"path": f"{prefix}/{span.path}"}) for span in self.gold)
-        return self.model_copy(update={"workspace": "tree", "gold": gold})
-
-
-class _SuiteFile(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    split: Split = "dev"
-    """The default ``split`` of the file's tasks."""
-    workspace: Workspace = "installed"
-    """The default ``workspace`` of the file's tasks."""
-    tasks: tuple[BenchTask, ...]
-
-
 def load_suite(split: SuiteName | Path | str = "dev", *, path: Path | str | None = None) -> list[BenchTask]:
-    """Load and validate a suite: ``dev`` (the default), ``dev-tree`` or ``test``, or a YAML file.
+    """Load and validate a suite: ``dev`` (the default), ``dev-tree`` or ``test``, or a task file.
 
-    ``split`` may also be a path (a ``Path``, or a string that is not a suite name), as may
-    ``path``. Raises ConfigError naming the file and the offending field, or a duplicated id.
+    ``split`` may also be a path (a ``Path``, or a string that is not a suite id), as may
+    ``path``. Raises ConfigError naming the file, the task and the offending field, or a
+    duplicated id. Nothing is fetched: ``validate_tasks`` resolves workspaces and checks gold.
     """
+    if path is None and isinstance(split, str) and split in SUITE_FILES:
+        return _load_file(SUITE_FILES[split])
     if path is not None or isinstance(split, Path) or split not in SUITES:
         return _load_file(Path(path if path is not None else split))
     if split == "test":
@@ -169,20 +88,59 @@ def load_suite(split: SuiteName | Path | str = "dev", *, path: Path | str | None
     return [t.in_tree() for t in dev] if split == "dev-tree" else dev
 
 
+def load_tasks(source: str | Path, *, check: bool = False) -> list[BenchTask]:
+    """The tasks of a task file (or a built-in suite id); with ``check``, ``validate_tasks`` first
+    makes their workspaces and checks their gold (ConfigError naming file, task and field)."""
+    return validate_tasks(source) if check else load_suite(source)
+
+
+def is_suite_id(name: str | Path) -> bool:
+    """Whether ``name`` is a built-in suite's id (``SUITES``, ``SUITE_FILES``) rather than a path."""
+    return isinstance(name, str) and (name in SUITES or name in SUITE_FILES)
+
+
+def suite_label(split: str | Path) -> str:
+    """A suite's name for rows and tables: a built-in id, else the file's ``suite:`` or its stem."""
+    if is_suite_id(split):
+        return str(split)
+    path = Path(split)
+    if path.suffix in (".yaml", ".yml"):
+        try:
+            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            raw = None
+        if isinstance(raw, dict) and isinstance(raw.get("suite"), str):
+            return raw["suite"]
+    return path.stem
+
+
+def _read(suite_path: Path) -> tuple[dict[str, Any], list[str]]:
+    """The file as a task file's mapping (JSONL: its lines as tasks) and each task's place."""
+    try:
+        text = suite_path.read_text(encoding="utf-8")
+        if suite_path.suffix == ".jsonl":
+            lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+            return {"tasks": [json.loads(line) for _, line in lines]}, [f"line {n}" for n, _ in lines]
+        raw = yaml.safe_load(text)
+    except (OSError, yaml.YAMLError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{suite_path}: cannot read the task file: {exc}") from exc
+    if not isinstance(raw, dict) or not isinstance(raw.get("tasks"), list):
+        raise ConfigError(f"{suite_path}: a task file is a mapping with a 'tasks' list (or JSONL)")
+    # The file's split/workspace are its tasks' defaults (a task may still say otherwise).
+    defaults = {k: raw[k] for k in ("split", "workspace") if raw.get(k) is not None}
+    tasks = [{**defaults, **t} if isinstance(t, dict) else t for t in raw["tasks"]]
+    # Validated in each task, where an error names the task: not once more at the top.
+    top = {k: v for k, v in raw.items() if k not in ("split", "workspace")}
+    return {**top, "tasks": tasks}, [f"tasks.{i}" for i in range(len(tasks))]
+
+
 def _load_file(suite_path: Path) -> list[BenchTask]:
-    try:
-        raw = yaml.safe_load(suite_path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{suite_path}: cannot read the suite: {exc}") from exc
-    if isinstance(raw, dict) and isinstance(raw.get("tasks"), list):
-        # The file's split/workspace are its tasks' defaults (a task may still say otherwise).
-        defaults = {k: raw[k] for k in ("split", "workspace") if k in raw}
-        raw = {**raw, "tasks": [{**defaults, **t} if isinstance(t, dict) else t for t in raw["tasks"]]}
-    try:
-        suite = _SuiteFile.model_validate(raw)
+    raw, places = _read(suite_path)
+    try:  # relative workspace paths are relative to the task file
+        suite = TaskFile.model_validate(raw, context={"base": suite_path.resolve().parent})
     except ValidationError as exc:
-        details = "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors())
-        raise ConfigError(f"{suite_path}: invalid suite: {details}") from exc
+        details = "; ".join(_explain(err, raw["tasks"], places) for err in exc.errors())
+        raise ConfigError(f"{suite_path}: invalid task file: {details}") from exc
     seen: set[str] = set()
     for task in suite.tasks:
         if task.id in seen:
@@ -191,66 +149,104 @@ def _load_file(suite_path: Path) -> list[BenchTask]:
     return list(suite.tasks)
 
 
-def installed_version(package: str) -> str | None:
-    """The installed version of a benchmark package's distribution, or None if absent."""
-    dist, _ = PINNED_VERSIONS[package]
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
+def _explain(err: Any, tasks: list[Any], places: list[str]) -> str:
+    """One validation error as ``task 'id' (tasks.3): workspace.rev: message``."""
+    loc = [str(p) for p in err["loc"]]
+    # A workspace's kind tag is not a field: ``workspace.git.rev`` reads ``workspace.rev``.
+    tag = [
+        bool(i) and loc[i - 1] == "workspace" and p in SPEC_KINDS and i + 1 < len(loc)
+        for i, p in enumerate(loc)
+    ]
+    loc = [p for p, is_tag in zip(loc, tag, strict=True) if not is_tag]
+    if len(loc) >= 2 and loc[0] == "tasks" and loc[1].isdigit() and int(loc[1]) < len(tasks):
+        index = int(loc[1])
+        task = tasks[index]
+        name = task.get("id") if isinstance(task, dict) else None
+        field = ".".join(loc[2:]) or "task"
+        return f"task {name!r} ({places[index]}): {field}: {err['msg']}"
+    return f"{'.'.join(loc)}: {err['msg']}"
 
 
-def package_root(package: str) -> Path:
-    """The installed directory of a benchmark package: the workspace root of its tasks.
+def validate_tasks(
+    source: str | Path | Sequence[BenchTask], *, fetch: bool = True, where: str | None = None
+) -> list[BenchTask]:
+    """Load a task file (or take tasks), resolve every workspace and check every gold span.
 
-    Located via importlib without importing the package. Raises ConfigError when the
-    package is missing or its version differs from the pinned one, since the gold spans
-    are only valid for the pinned version.
+    With ``fetch`` (the default) git checkouts are made and sdists fetched into the cache first.
+    Raises one ConfigError listing each problem as ``<file>: task '<id>': <field>: <what>``: a
+    missing directory, a commit the repository lacks, an sdist whose SHA-256 differs, a gold file
+    that is not there, a span beyond its file's end, an anchor not in its span. Returns the tasks.
     """
-    if package not in PINNED_VERSIONS:
-        raise ConfigError(f"unknown benchmark package {package!r}; known: {sorted(PINNED_VERSIONS)}")
-    dist, pinned = PINNED_VERSIONS[package]
-    version = installed_version(package)
-    if version is None:
-        raise ConfigError(
-            f"benchmark package {dist}=={pinned} is not installed; install the bench extra "
-            f"(pip install -e '.[bench]')"
-        )
-    if version != pinned:
-        raise ConfigError(
-            f"benchmark package {dist} is version {version}, but the gold evidence is pinned "
-            f"to {dist}=={pinned}; install exactly that version (pip install -e '.[bench]')"
-        )
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise ConfigError(f"cannot locate the installed package directory of {package!r}")
-    return Path(next(iter(spec.submodule_search_locations))).resolve()
+    if isinstance(source, (str, Path)):
+        tasks, label = load_suite(source), where or str(source)
+    else:
+        tasks, label = list(source), where or "tasks"
+    problems: list[str] = []
+    roots: dict[str, Path | None] = {}
+    for task in tasks:
+        key = task.workspace.model_dump_json()
+        if key not in roots:
+            try:
+                roots[key] = task.workspace_root(fetch=fetch)
+            except FieldError as exc:
+                roots[key] = None
+                problems.append(f"{label}: task {task.id!r}: workspace.{exc.field}: {exc}")
+            except ConfigError as exc:
+                roots[key] = None
+                problems.append(f"{label}: task {task.id!r}: workspace: {exc}")
+        root = roots[key]
+        if root is not None:
+            problems += [
+                f"{label}: task {task.id!r}: {field}: {what}" for field, what in gold_problems(task, root)
+            ]
+    if problems:
+        raise ConfigError("\n".join(problems))
+    return tasks
+
+
+def task_file_schema() -> dict[str, Any]:
+    """The JSON Schema of a task file (``docs/task-file.schema.json`` is this, committed)."""
+    schema = TaskFile.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "subagent_lab task file"
+    return schema
+
+
+def gold_problems(task: BenchTask, root: Path) -> list[tuple[str, str]]:
+    """(field, problem) for each unsound gold span of ``task`` under ``root``; empty when sound.
+
+    A missing file (``gold.<i>.path``), a span beyond the end of its file (``gold.<i>.end``), an
+    anchor not within the span's lines (``gold.<i>.anchor``; only checked when given).
+    """
+    problems: list[tuple[str, str]] = []
+    cache: dict[str, list[str]] = {}
+    for i, span in enumerate(task.gold):
+        if span.path not in cache:
+            file = root / span.path
+            if not file.is_file():
+                problems.append((f"gold.{i}.path", f"{span.path}: no such file under {root}"))
+                continue
+            cache[span.path] = file.read_text(encoding="utf-8", errors="replace").splitlines()
+        lines = cache[span.path]
+        if span.end > len(lines):
+            problems.append((f"gold.{i}.end", f"{span.label}: beyond end of file ({len(lines)} lines)"))
+            continue
+        text = "\n".join(lines[span.start - 1 : span.end])
+        if span.anchor is not None and span.anchor not in text:
+            problems.append(
+                (f"gold.{i}.anchor", f"{span.label}: anchor {span.anchor!r} not found in the span")
+            )
+    return problems
 
 
 def check_gold(task: BenchTask, root: Path | None = None) -> list[str]:
-    """Problems with a task's gold spans against its sources; empty when sound.
+    """Problems with a task's gold spans against its sources, as ``id: what``; empty when sound.
 
     Reports a missing file, a span beyond the end of the file, and an anchor that does not
     occur within the span's lines. ``root`` defaults to ``task.workspace_root()``.
     """
     base = root if root is not None else task.workspace_root()
-    problems: list[str] = []
-    cache: dict[str, list[str]] = {}
-    for span in task.gold:
-        if span.path not in cache:
-            file = base / span.path
-            if not file.is_file():
-                problems.append(f"{task.id}: {span.path}: no such file under {base}")
-                continue
-            cache[span.path] = file.read_text(encoding="utf-8").splitlines()
-        lines = cache[span.path]
-        if span.end > len(lines):
-            problems.append(f"{task.id}: {span.label}: beyond end of file ({len(lines)} lines)")
-            continue
-        text = "\n".join(lines[span.start - 1 : span.end])
-        if span.anchor not in text:
-            problems.append(f"{task.id}: {span.label}: anchor {span.anchor!r} not found in the span")
-    return problems
+    return [f"{task.id}: {what}" for _, what in gold_problems(task, base)]
 
 
 def check_absent(task: BenchTask, root: Path | None = None) -> list[str]:
@@ -272,7 +268,7 @@ def check_absent(task: BenchTask, root: Path | None = None) -> list[str]:
 
 def split_table() -> str:
     """Tasks per split and package by kind, and how many cite several files (docs/benchmarks.md)."""
-    kinds: tuple[TaskKind, ...] = ("locate", "trace", "enumerate", "explain", "absent")
+    kinds: tuple[TaskKind, ...] = ("locate", "trace", "enumerate", "explain", "absent")  # the legacy ones
     rows = [
         f"{'split':9} {'package':12} "
         + " ".join(f"{k:>9}" for k in kinds)
@@ -280,8 +276,8 @@ def split_table() -> str:
     ]
     for split in SUITES:
         tasks = load_suite(split)
-        for package in [*sorted({t.package for t in tasks}), "all"]:
-            part = [t for t in tasks if package in ("all", t.package)]
+        for package in [*sorted({t.package or "-" for t in tasks}), "all"]:
+            part = [t for t in tasks if package in ("all", t.package or "-")]
             counts = " ".join(f"{sum(t.kind == k for t in part):>9}" for k in kinds)
             multi = sum(len({g.path for g in t.gold}) > 1 for t in part)
             rows.append(f"{split:9} {package:12} {counts} {multi:>10} {len(part):>4}")

@@ -9,6 +9,9 @@ unpacked source distribution of each pinned package, under
 sdist with pip, checks its SHA-256 against the pin below, and unpacks it with an atomic rename, so
 a tree is either complete or absent. A second run does nothing. Offline, put the ``.tar.gz`` files
 in ``<cache>/workspaces/downloads/`` first; they are used when their hash matches.
+
+A task file's ``{sdist: name==version, sha256: ...}`` workspace goes through the same machinery
+(``sdist_root``): any ``Sdist``, not only the six pinned below.
 """
 
 from __future__ import annotations
@@ -38,8 +41,9 @@ class Sdist:
     version: str
     sha256: str
     """Of the ``.tar.gz`` file PyPI serves for ``dist==version``."""
-    package_dir: str
-    """The import package's directory relative to the tree root (``src/jinja2``)."""
+    package_dir: str | None = None
+    """The import package's directory relative to the tree root (``src/jinja2``), checked when
+    unpacking; None for a task file's sdist, whose layout is not known in advance."""
 
     @property
     def tree_name(self) -> str:
@@ -101,6 +105,15 @@ lives outside the tree so that the workspace holds exactly what the sdist holds.
 FETCH_COMMAND = "python -m subagent_lab.bench.workspaces fetch"
 
 
+class FieldError(ConfigError):
+    """A ConfigError about one field of a workspace (``sha256``, ``rev``, ...): a task file's
+    loader names the file, the task and ``workspace.<field>``."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 def workspaces_dir() -> Path:
     """Where the trees live: ``<cache_root>/workspaces``."""
     return cache_root() / "workspaces"
@@ -108,17 +121,25 @@ def workspaces_dir() -> Path:
 
 def tree_path(package: str) -> Path:
     """Where ``package``'s tree is (or would be) unpacked; ConfigError for an unknown package."""
-    return workspaces_dir() / _sdist(package).tree_name
+    return sdist_path(_sdist(package))
+
+
+def sdist_path(sdist: Sdist) -> Path:
+    """Where ``sdist``'s tree is (or would be) unpacked: ``<workspaces_dir>/<name>-<version>``."""
+    return workspaces_dir() / sdist.tree_name
 
 
 def is_fetched(package: str) -> bool:
     """Whether ``package``'s tree is unpacked and was made from the pinned sdist."""
-    sdist = _sdist(package)
-    marker = _marker(package)
-    if not tree_path(package).is_dir():
+    return sdist_fetched(_sdist(package))
+
+
+def sdist_fetched(sdist: Sdist) -> bool:
+    """Whether ``sdist``'s tree is unpacked and was made from exactly that file (its SHA-256)."""
+    if not sdist_path(sdist).is_dir():
         return False
     try:
-        return marker.read_text(encoding="utf-8").split() == [sdist.requirement, sdist.sha256]
+        return _marker(sdist).read_text(encoding="utf-8").split() == [sdist.requirement, sdist.sha256]
     except OSError:
         return False
 
@@ -128,13 +149,26 @@ def tree_root(package: str) -> Path:
 
     Raises ConfigError naming the fetch command when it has not been fetched.
     """
-    sdist = _sdist(package)
-    if not is_fetched(package):
-        raise ConfigError(
-            f"the source tree of {sdist.requirement} is not fetched (expected {tree_path(package)}); "
+    return sdist_root(_sdist(package), fetch=False)
+
+
+def sdist_root(sdist: Sdist, *, fetch: bool = False, log: Callable[[str], None] = print) -> Path:
+    """The unpacked tree of ``sdist``; with ``fetch``, downloaded, verified and unpacked first.
+
+    Without ``fetch`` a missing tree is a ConfigError naming the command that fetches it.
+    """
+    if fetch:
+        return _fetch_one(sdist, log)
+    if not sdist_fetched(sdist):
+        how = (
             f"run `{FETCH_COMMAND}` (scripts/setup.sh does)"
+            if sdist in SDISTS.values()
+            else "run `subagent-lab tasks FILE`, which fetches a task file's workspaces"
         )
-    return tree_path(package)
+        raise ConfigError(
+            f"the source tree of {sdist.requirement} is not fetched (expected {sdist_path(sdist)}); {how}"
+        )
+    return sdist_path(sdist)
 
 
 def sha256_of(path: Path) -> str:
@@ -153,13 +187,12 @@ def fetch(packages: Iterable[str] | None = None, *, log: Callable[[str], None] =
     download fails (naming what is missing) or a file's hash differs from the pin.
     """
     names = list(packages) if packages is not None else list(SDISTS)
-    for name in names:
-        _sdist(name)  # every name is checked before anything is downloaded
-    return [_fetch_one(name, log) for name in names]
+    sdists = [_sdist(name) for name in names]  # every name is checked before anything is downloaded
+    return [_fetch_one(sdist, log) for sdist in sdists]
 
 
-def _marker(package: str) -> Path:
-    return workspaces_dir() / (_sdist(package).tree_name + MARKER_SUFFIX)
+def _marker(sdist: Sdist) -> Path:
+    return workspaces_dir() / (sdist.tree_name + MARKER_SUFFIX)
 
 
 def _sdist(package: str) -> Sdist:
@@ -168,10 +201,9 @@ def _sdist(package: str) -> Sdist:
     return SDISTS[package]
 
 
-def _fetch_one(package: str, log: Callable[[str], None]) -> Path:
-    sdist = _sdist(package)
-    final = tree_path(package)
-    if is_fetched(package):
+def _fetch_one(sdist: Sdist, log: Callable[[str], None]) -> Path:
+    final = sdist_path(sdist)
+    if sdist_fetched(sdist):
         return final
     base = workspaces_dir()
     base.mkdir(parents=True, exist_ok=True)
@@ -187,15 +219,15 @@ def _fetch_one(package: str, log: Callable[[str], None]) -> Path:
         if len(tops) != 1 or not tops[0].is_dir():
             raise ConfigError(f"{archive}: expected one top-level directory, found {[p.name for p in tops]}")
         tree = tops[0]
-        if not (tree / sdist.package_dir / "__init__.py").is_file():
+        if sdist.package_dir is not None and not (tree / sdist.package_dir / "__init__.py").is_file():
             raise ConfigError(f"{archive}: no package directory {sdist.package_dir}/ in the sdist")
-        _marker(package).unlink(missing_ok=True)
+        _marker(sdist).unlink(missing_ok=True)
         if final.exists():  # a stale or partial tree from another pin: replace it whole
             shutil.rmtree(final)
         os.replace(tree, final)  # same filesystem: the tree appears complete or not at all
         note = Path(tmp) / "marker"
         note.write_text(f"{sdist.requirement} {sdist.sha256}\n", encoding="utf-8")
-        os.replace(note, _marker(package))  # written last: a tree without it is fetched again
+        os.replace(note, _marker(sdist))  # written last: a tree without it is fetched again
     log(f"[workspaces] {sdist.requirement}: unpacked to {final}")
     return final
 
@@ -215,16 +247,18 @@ def _archive(sdist: Sdist, downloads: Path, log: Callable[[str], None]) -> Path:
         files = sorted(Path(tmp).glob("*.tar.gz"))
         if proc.returncode != 0 or len(files) != 1:
             detail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-            raise ConfigError(
+            raise FieldError(
+                "sdist",
                 f"could not download the sdist of {sdist.requirement} from PyPI (pip exit {proc.returncode}: "
                 f"{' | '.join(detail)}); on an offline machine copy {sdist.tree_name}.tar.gz "
-                f"(sha256 {sdist.sha256}) into {downloads} and run `{FETCH_COMMAND}` again"
+                f"(sha256 {sdist.sha256}) into {downloads} and run `{FETCH_COMMAND}` again",
             )
         got = sha256_of(files[0])
         if got != sdist.sha256:
-            raise ConfigError(
+            raise FieldError(
+                "sha256",
                 f"{files[0].name}: SHA-256 {got} differs from the pinned {sdist.sha256} "
-                f"of {sdist.requirement}"
+                f"of {sdist.requirement}",
             )
         target = downloads / files[0].name
         os.replace(files[0], target)

@@ -1,4 +1,5 @@
-"""CLI commands for experiments: ``run``, ``rerun``, ``sweep``, ``report``, ``check``, ``schema``."""
+"""CLI commands for experiments: ``run``, ``rerun``, ``sweep``, ``report``, ``check``, ``schema``,
+``tasks``."""
 
 from __future__ import annotations
 
@@ -83,7 +84,14 @@ def _print_result(result: SubagentResult) -> int:
 
 def args_sweep(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--suite", default="smoke", help="task ids, 'smoke', 'all' or a kind, comma-separated"
+        "--tasks",
+        default=None,
+        metavar="FILE",
+        help="a task file (docs/task-files.md) or a built-in suite id (dev, dev-tree, test); default: "
+        "dev, or with a file --suite defaults to 'all'",
+    )
+    parser.add_argument(
+        "--suite", default=None, help="task ids, 'smoke', 'all' or a kind, comma-separated (default: smoke)"
     )
     parser.add_argument(
         "--models",
@@ -135,13 +143,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from subagent_lab.analysis.summary import headline, summarize, terminal_reasons
+    from subagent_lab.bench.suite import is_suite_id
     from subagent_lab.config.profiles import load_config
     from subagent_lab.experiments.sweep import SweepSpec, Variant, run_sweep, sweep_dir
 
     overrides = _parse_sets(args.set)
+    source = args.tasks or "dev"
+    split = source if is_suite_id(source) else str(Path(source).resolve())
+    selectors = args.suite or ("smoke" if is_suite_id(source) else "all")
     spec = SweepSpec(
         name=args.name,
-        tasks=tuple(t.strip() for t in args.suite.split(",") if t.strip()),
+        split=split,
+        tasks=tuple(t.strip() for t in selectors.split(",") if t.strip()),
         models=tuple(m.strip() for m in args.models.split(",") if m.strip()),
         profile=args.profile,
         variants=(Variant(label="custom" if overrides else "default", overrides=overrides),),
@@ -280,9 +293,39 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def args_schema(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--tasks", action="store_true", help="the task file's schema (docs/task-file.schema.json)"
+    )
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
-    """Print the JSON schema of profiles.yaml (for editor validation)."""
+    """Print the JSON schema of profiles.yaml, or with ``--tasks`` of a task file (for editors)."""
+    if getattr(args, "tasks", False):
+        from subagent_lab.bench.suite import task_file_schema
+
+        print(json.dumps(task_file_schema(), indent=2))
+        return 0
     from subagent_lab.config.profiles import config_json_schema
 
     print(json.dumps(config_json_schema(), indent=2))
+    return 0
+
+
+def args_tasks(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", help="a task file (YAML or JSONL) or a built-in suite id")
+    parser.add_argument(
+        "--no-fetch", action="store_true", help="make no checkout and fetch no sdist (check what is there)"
+    )
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    """Load a task file, make its workspaces (git checkouts, sdists) and check its gold; list it."""
+    from subagent_lab.bench.suite import validate_tasks
+
+    tasks = validate_tasks(args.file, fetch=not args.no_fetch)
+    for task in tasks:
+        gold = f"{len(task.gold)} gold" if task.scored else "not scored"
+        print(f"{task.id:32} {task.kind:9} {task.split:4} {gold:10} {task.workspace.label}")
+    print(f"{args.file}: {len(tasks)} tasks OK")
     return 0

@@ -122,7 +122,18 @@ COMMANDS: list[Command] = [
     Command("sweep", "run (or resume) a light-vs-main explore sweep", cli_lab.cmd_sweep, cli_lab.args_sweep),
     Command("report", "write a sweep's HTML report", cli_lab.cmd_report, cli_lab.args_report),
     Command("check", "validate profiles.yaml and list models and profiles", cli_lab.cmd_check),
-    Command("schema", "print the JSON schema of profiles.yaml", cli_lab.cmd_schema),
+    Command(
+        "schema",
+        "print the JSON schema of profiles.yaml (--tasks: of a task file)",
+        cli_lab.cmd_schema,
+        cli_lab.args_schema,
+    ),
+    Command(
+        "tasks",
+        "check a task file: fetch its workspaces, check its gold",
+        cli_lab.cmd_tasks,
+        cli_lab.args_tasks,
+    ),
 ]
 
 

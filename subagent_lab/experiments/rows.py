@@ -58,11 +58,15 @@ def base_row(run: RunSpec) -> dict[str, Any]:
         "repeat": run.repeat,
         "seed": run.seed,
         "temperature": run.temperature,
+        "task_meta": json.dumps(run.task.meta, sort_keys=True, default=str),
     }
 
 
 def result_row(run: RunSpec, result: dict[str, Any], score: dict[str, Any]) -> dict[str, Any]:
-    """Flatten a SubagentResult (as a dict) and its Score into one table row."""
+    """Flatten a SubagentResult (as a dict) and its Score into one table row.
+
+    ``score`` is empty for a task without gold (``BenchTask.scored``): its score columns are None.
+    """
     usage = result["usage"]
     row = {
         **base_row(run),

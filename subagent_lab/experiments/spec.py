@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from subagent_lab.bench.suite import BenchTask, load_suite
+from subagent_lab.bench.suite import BenchTask, load_suite, suite_label
 from subagent_lab.config.profiles import LabConfig, load_config
 from subagent_lab.core.types import ModelChoice
 from subagent_lab.experiments.provenance import Seeding, derive_seed, provenance, row_stamp
@@ -39,7 +39,8 @@ class SweepSpec(BaseModel):
 
     name: str = "sweep"
     split: str = "dev"
-    """The suite split the tasks are chosen from (``bench.suite.load_suite``)."""
+    """The suite the tasks are chosen from (``bench.suite.load_suite``): a built-in suite id
+    (``dev``, ``dev-tree``, ``test``) or a task file's path (docs/task-files.md)."""
     tasks: tuple[str, ...] = ("smoke",)
     models: tuple[ModelChoice, ...] = ("light", "main")
     profile: str = "explore"
@@ -70,7 +71,8 @@ class RunSpec(BaseModel):
     profile: str
     variant: Variant
     suite: str = "dev"
-    """The suite the task was drawn from (``SweepSpec.split``: ``dev``, ``dev-tree``, ``test``)."""
+    """The suite the task was drawn from: ``SweepSpec.split``'s id (``dev``, ``dev-tree``, ``test``),
+    or a task file's ``suite:`` name (default: its stem)."""
     scaffold: str | None = None
     """The preset applied under the variant's overrides (None: the profile as written)."""
     scaffold_fields: dict[str, Any] = Field(default_factory=dict)
@@ -120,6 +122,7 @@ def plan_runs(
     lab = lab or load_config(config_path)
     tasks = spec_tasks(spec)
     stamps = {m: row_stamp(provenance(lab, tasks, spec.models), m) for m in spec.models}
+    suite = suite_label(spec.split)
     presets = {name: lab.scaffold(name).resolved() for name in spec.scaffolds}
     scaffolds: list[str | None] = list(spec.scaffolds) or [None]
     return [
@@ -129,7 +132,7 @@ def plan_runs(
             model=model,
             profile=spec.profile,
             variant=variant,
-            suite=spec.split,
+            suite=suite,
             scaffold=scaffold,
             scaffold_fields=presets.get(scaffold, {}) if scaffold else {},
             repeat=repeat,

@@ -25,6 +25,7 @@ import pandas as pd
 from subagent_lab.agents.launcher import ModelFactory, SubagentLauncher, SubagentRequest
 from subagent_lab.analysis.metrics import child_metrics
 from subagent_lab.bench.scoring import context_from_trace, score_run
+from subagent_lab.bench.suite import validate_tasks
 from subagent_lab.config.agent_profile import apply_overrides
 from subagent_lab.config.profiles import (
     LabConfig,
@@ -110,7 +111,7 @@ def execute_run(run: RunSpec, model_factory: ModelFactory | None = None) -> dict
         cached: list[CachingModel] = []
         if run.cache_dir:
             factory = _caching_factory(factory, lab, run.cache_dir, cached)
-        root = run.task.workspace_root()
+        root = run.task.workspace_root(fetch=True)  # made before the sweep; a cluster worker makes its own
         launcher = SubagentLauncher(lab, root, model_factory=factory, trace_dir=run.trace_dir)
         request = SubagentRequest(
             task=run.task.prompt,
@@ -128,10 +129,11 @@ def execute_run(run: RunSpec, model_factory: ModelFactory | None = None) -> dict
         trace = Path(result.trace_path) if result.trace_path else None
         exists = trace is not None and trace.is_file()
         context = context_from_trace(trace, require_seen=True) if trace is not None and exists else None
-        score = score_run(run.task, result.contract, root, context=context)
+        # A task without gold is run and tabulated (reason, tools, tokens) but not scored.
+        score = score_run(run.task, result.contract, root, context=context) if run.task.scored else None
         events = read_trace(trace) if trace is not None and exists else None
         folded = child_metrics(events) if events is not None else None
-        row = result_row(run, result.model_dump(mode="json"), score.model_dump(mode="json"))
+        row = result_row(run, result.model_dump(mode="json"), score.model_dump(mode="json") if score else {})
         row.update(origin_columns(events or []))
         ran = scaffold_hash({k: getattr(profile, k) for k in sorted(SCAFFOLD_FIELDS)})
         row.update(
@@ -214,6 +216,8 @@ def run_sweep(
     """
     lab = load_config(config_path)
     _check_variants(spec, lab)
+    # Every workspace made (checkouts, sdists) and every gold span checked before any run starts.
+    validate_tasks(spec_tasks(spec), where=spec.split)
     out = sweep_dir(spec, out_dir, lab)
     out.mkdir(parents=True, exist_ok=True)
     (out / "spec.json").write_text(spec.model_dump_json(indent=2))

@@ -88,7 +88,7 @@ def search_query(task: str, cap: int) -> str:
     if len(text) <= cap:
         return text
     cut = text[:cap]
-    return cut.rsplit(" ", 1)[0] if " " in cut else cut
+    return cut if text[cap] == " " or " " not in cut else cut.rsplit(" ", 1)[0]
 
 
 def _tool_observations(messages: list[Message]) -> list[tuple[str, dict[str, Any], str]]:
@@ -165,18 +165,22 @@ def _cite(units: list[tuple[str, int, int, str]], evidence: dict[str, Any]) -> l
 
 
 def summary_text(units: list[tuple[str, int, int, str]], cap: int, ran: bool = True) -> str:
-    """The listed units' names and files, best first, within ``cap`` characters (``ran``: whether
-    a Search ran, so that no unit means none exists)."""
+    """The listed units' names, grouped by file in the order first listed (``a, B.c in x.py;
+    d in y.py``), at most ``SUMMARY_UNITS`` and within ``cap`` characters (``ran``: whether a
+    Search ran, so that no unit means none exists)."""
     if not units:
         return (ABSENT_SUMMARY if ran else UNSEARCHED_SUMMARY)[:cap]
-    parts = [f"{name} ({path}:{start})" for path, start, _, name in units[:SUMMARY_UNITS]]
-    text = "Search and Find rank: "
-    for i, part in enumerate(parts):
-        piece = ("" if i == 0 else "; ") + part
-        if len(text) + len(piece) > cap:
+    by_file: dict[str, list[str]] = {}
+    text = ""
+    for path, _, _, name in units[:SUMMARY_UNITS]:
+        names = by_file.setdefault(path, [])
+        if name not in names:
+            names.append(name)
+        candidate = "; ".join(f"{', '.join(n)} in {f}" for f, n in by_file.items())
+        if len(candidate) > cap:
             break
-        text += piece
-    return text if len(text) <= cap else text[:cap]
+        text = candidate
+    return text or units[0][3][:cap]
 
 
 def build_retrieval_answer(schema: dict[str, Any] | None, messages: list[Message]) -> Any:

@@ -63,7 +63,7 @@ def task_subsets(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     both (with only one of them, that one is all)."""
     if "kind" not in df.columns:
         return [("all", df)]
-    absent = df["kind"].astype(str) == "absent"
+    absent = df["kind"].eq("absent").fillna(False).astype(bool)
     if not absent.any() or absent.all():
         return [("all", df)]
     return [("all", df), ("present", df[~absent]), ("absent", df[absent])]
@@ -76,12 +76,11 @@ def strongest_floor(
     tasks, and that mean; None when no floor ran. Ties go to the first name in sorted order."""
     if df.empty or ARM not in df.columns:
         return None
-    means = [
-        (mean_ci(df[df[ARM].astype(str) == arm], value, n_resamples=1).mean, arm)
-        for arm in sorted(set(df[ARM].astype(str)))
-        if is_floor(arm, floors)
-    ]
-    means = [(m, arm) for m, arm in means if not math.isnan(m)]
+    means = []
+    for arm in sorted({str(a) for a in df[ARM].dropna()}):
+        rows = df[(df[ARM].astype(str) == arm) & df[value].notna()] if is_floor(arm, floors) else df[:0]
+        if len(rows):  # the mean over tasks of each task's mean over repeats, as mean_ci's
+            means.append((float(rows.groupby("task_id")[value].mean().mean()), arm))
     if not means:
         return None
     best = max(m for m, _ in means)

@@ -95,6 +95,9 @@ def test_code_names_come_from_the_text_s_structure_in_order() -> None:
     task = "Why does `Environment.get_template` call load_template before the FileSystemLoader? say so"
     assert code_names(task) == ["Environment.get_template", "load_template", "FileSystemLoader"]
     assert code_names("Where is the password checked?") == []
+    # the same member is one lookup; a longer name holding a shorter one is another
+    task = "Is `Loader` the base of FileSystemLoader, and does Loader.get_source call `get_source`?"
+    assert code_names(task) == ["Loader", "FileSystemLoader", "Loader.get_source"]
     assert search_query("a " * 100, 11) == "a a a a a a"
 
 

@@ -69,15 +69,18 @@ are not the name's definitions (Search, made next, ranks the task's words anyway
 
 
 def code_names(task: str, limit: int = MAX_FINDS) -> list[str]:
-    """The task's code-like names in the order written (every ``CODE_WORDS`` pattern), deduplicated,
-    trailing dots and call parentheses dropped, at most ``limit``."""
+    """The task's code-like names in the order written (every ``CODE_WORDS`` pattern), trailing
+    dots and call parentheses dropped, deduplicated (a name whose last dotted part is that of one
+    already taken is the same lookup), at most ``limit``."""
     found: list[tuple[int, str]] = []
     for pattern in CODE_WORDS:
         found += [(m.start(1), m.group(1)) for m in pattern.finditer(task)]
     names: dict[str, None] = {}
     for _, name in sorted(found):
         clean = name.strip(".").removesuffix("()")
-        if clean and not any(clean in other or other in clean for other in names):
+        # one name once: `get_template` after `Environment.get_template` is the same lookup
+        last = clean.rsplit(".", 1)[-1]
+        if clean and not any(last == other.rsplit(".", 1)[-1] for other in names):
             names.setdefault(clean, None)
     return list(names)[:limit]
 

@@ -144,6 +144,16 @@ def test_a_preset_without_symbol_tools_still_runs_find_and_search(shop: Path, tm
     assert offered_ok and all(item.startswith("shop/") for item in offered_ok)
 
 
+def test_a_menu_that_never_offers_search_leaves_none_s_answer(shop: Path, tmp_path: Path) -> None:
+    # light-tuned: a forced first Grep, then Read or finish only: no Search ever; the floor is none
+    result, _ = _launch(
+        shop, tmp_path, "Where is `check_password` compared with the hash?", preset="light-tuned"
+    )
+    assert result.terminal_reason == "completed", result.detail
+    assert "Search" not in result.tool_usage and "Find" not in result.tool_usage
+    assert result.contract["evidence"] and result.contract["summary"] != ABSENT_SUMMARY
+
+
 def test_absent_tasks_are_answered_from_retrieval_not_from_the_wording(shop: Path, tmp_path: Path) -> None:
     plain, _ = _launch(shop, tmp_path, "Where is the password of a user compared with the stored hash?")
     cue, _ = _launch(

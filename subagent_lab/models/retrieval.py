@@ -12,7 +12,9 @@ Act phase, in order, each call made once and only where the turn's menu allows i
 2. ``Search`` with the task's text (cut to the grammar's argument cap, ``arg_max_chars``, at a
    word boundary: a model could pass no more).
 3. ``finish``. Where the menu leaves none of these (a forced first Grep, say), ``none``'s rules
-   choose (``baseline.choose_action``).
+   choose (``baseline.choose_action``); a run whose menu never allowed Find or Search (the
+   ``light-tuned`` preset: a forced Grep, then Read or finish only) is answered by ``none``'s rules
+   too (``baseline.build_answer``): the floor is then ``none``.
 
 Final phase: the units the observations listed, in order (Find's definitions of the named
 symbols first, then Search's ranking, which puts library code before tests), deduplicated:
@@ -45,6 +47,7 @@ from subagent_lab.models.baseline import (
     CODE_WORDS,
     FINISH,
     action_response,
+    build_answer,
     choose_action,
     task_text,
     text_response,
@@ -56,7 +59,6 @@ MAX_FINDS = 3
 SUMMARY_UNITS = 8
 """Units named in the summary, at most (before the length cap)."""
 ABSENT_SUMMARY = "Nothing like that exists in this code base: neither Find nor Search listed a unit for it."
-UNSEARCHED_SUMMARY = "No Search ran (the run held no Find or Search): nothing was retrieved."
 UNIT_LINE = re.compile(
     r"^(?:\[(?P<role>\w+)\] )?(?P<path>\S+?):(?P<start>\d+)-(?P<end>\d+) (?P<kind>\w+) (?P<name>\S+)$",
     re.MULTILINE,
@@ -167,12 +169,12 @@ def _cite(units: list[tuple[str, int, int, str]], evidence: dict[str, Any]) -> l
     return items[:cap]
 
 
-def summary_text(units: list[tuple[str, int, int, str]], cap: int, ran: bool = True) -> str:
+def summary_text(units: list[tuple[str, int, int, str]], cap: int) -> str:
     """The listed units' names, grouped by file in the order first listed (``a, B.c in x.py;
-    d in y.py``), at most ``SUMMARY_UNITS`` and within ``cap`` characters (``ran``: whether a
-    Search ran, so that no unit means none exists)."""
+    d in y.py``), at most ``SUMMARY_UNITS`` and within ``cap`` characters; with no unit, that
+    nothing like it exists (Search ranked nothing)."""
     if not units:
-        return (ABSENT_SUMMARY if ran else UNSEARCHED_SUMMARY)[:cap]
+        return ABSENT_SUMMARY[:cap]
     by_file: dict[str, list[str]] = {}
     text = ""
     for path, _, _, name in units[:SUMMARY_UNITS]:
@@ -188,21 +190,24 @@ def summary_text(units: list[tuple[str, int, int, str]], cap: int, ran: bool = T
 
 def build_retrieval_answer(schema: dict[str, Any] | None, messages: list[Message]) -> Any:
     """The floor's JSON value for ``schema`` (the absence check, or the contract's answer)."""
-    units, ran = listed_units(messages), searched(messages)
+    if not searched(messages):  # the menu never allowed Find or Search: none's answer
+        return build_answer(schema, messages)
+    units = listed_units(messages)
     props: dict[str, Any] = (schema or {}).get("properties", {})
     if not props:
-        return summary_text(units, 256, ran)
-    status = "completed" if ran else "partial"
+        return summary_text(units, 256)
     answer: dict[str, Any] = {}
     for key, sub in props.items():
         if "enum" in sub:
             values = list(sub["enum"])
-            verdict = "no" if ran and not units else "yes"
-            answer[key] = verdict if verdict in values else status if status in values else values[0]
+            verdict = "yes" if units else "no"
+            answer[key] = (
+                verdict if verdict in values else "completed" if "completed" in values else values[0]
+            )
         elif key == "evidence":
             answer[key] = _cite(units, sub)
         elif key == "summary" or sub.get("type") == "string":
-            answer[key] = summary_text(units, int(sub.get("maxLength", 256)), ran)
+            answer[key] = summary_text(units, int(sub.get("maxLength", 256)))
         elif sub.get("type") == "array":
             answer[key] = []
         elif sub.get("type") in ("integer", "number"):

@@ -57,7 +57,11 @@ def split_table(df: pd.DataFrame) -> pd.DataFrame:
     extra["ended"] = df.groupby(keys)["terminal_reason"].agg(lambda s: dict(s.value_counts()))
     extra = extra.reset_index().rename(columns={"model_choice": "model"})
     on = [c if c != "model_choice" else "model" for c in keys]
-    return lift.drop(columns=[c for c in ("split",) if c in lift.columns]).merge(extra, on=on, how="left")
+    table = lift.drop(columns=[c for c in ("split",) if c in lift.columns]).merge(extra, on=on, how="left")
+    if "on" in table.columns:  # the extras are over all tasks (recalls: the present ones): shown once
+        columns = [c for c in extra.columns if c not in on]
+        table[columns] = table[columns].astype(object).where(table["on"] == "all", "")
+    return table
 
 
 def retrieval_rows(split: str, tasks: tuple[str, ...], k: int) -> pd.DataFrame:
@@ -168,8 +172,11 @@ def report(df: pd.DataFrame, contrasts: tuple[tuple[str, str], ...] = (("aided",
         print(f"\n== {head} ==")
         floors = part[part["model_choice"].astype(str).str.startswith("retrieval")]
         part = part.drop(index=floors.index)
+        # The no-loop floor stands beside every scaffold's arms: the strongest floor is chosen among all.
+        cells = part[[c for c in ("scaffold", "variant") if c in part.columns]].drop_duplicates()
+        shown = [part, *(floors.assign(**cell) for cell in cells.to_dict("records"))]
         with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 60):
-            print(split_table(part).to_string(index=False))
+            print(split_table(pd.concat(shown, ignore_index=True)).to_string(index=False))
         print("  * over the present tasks (absent tasks have no gold span)")
         for arm, rows in floors.groupby("model_choice"):
             ci = mean_ci(rows)

@@ -47,6 +47,7 @@ _EXPORTS: dict[str, str] = {
     "write_report": "subagent_lab.api.report",
     # tables and plots of a sweep
     "comparison_sentences": "subagent_lab.analysis.headline",
+    "floor_sentences": "subagent_lab.analysis.headline",
     "lift_table": "subagent_lab.analysis.headline",
     "readable_lift": "subagent_lab.analysis.headline",
     "headline": "subagent_lab.analysis.summary",
@@ -71,6 +72,7 @@ __all__ = [  # the names of _EXPORTS (a test keeps the two equal)
     "compare",
     "comparison_sentences",
     "explore",
+    "floor_sentences",
     "headline",
     "inspect",
     "lift_table",
@@ -97,7 +99,12 @@ __all__ = [  # the names of _EXPORTS (a test keeps the two equal)
 if TYPE_CHECKING:  # what editors and mypy see; at run time __getattr__ loads each on first use
     from subagent_lab.agents.launcher import SubagentResult
     from subagent_lab.agents.result import MainRunResult, RunResult
-    from subagent_lab.analysis.headline import comparison_sentences, lift_table, readable_lift
+    from subagent_lab.analysis.headline import (
+        comparison_sentences,
+        floor_sentences,
+        lift_table,
+        readable_lift,
+    )
     from subagent_lab.analysis.summary import (
         budget_curve,
         headline,

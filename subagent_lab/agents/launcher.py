@@ -101,14 +101,21 @@ class SubagentLauncher:
 
     def resolve_profile(self, request: SubagentRequest) -> RuntimeProfile:
         """The profile as the request runs it: its per-model tuning for the model that will run
-        (``model_overrides``), then the request's overrides (ConfigError on a bad override)."""
+        (``model_overrides``), then the request's overrides (ConfigError on a bad override).
+
+        The retrieval floor is defined by its tools: a ``retrieval`` run also holds Find, Refs,
+        Outline and Search (``symbol_tools``) where the preset lacks them (``models.retrieval``)."""
         profile = self.config.profile(request.profile)
         choice = request.model or request.overrides.get("model") or profile.model
-        tuned = profile.model_overrides.get(self.config.resolve_model(choice)[0], {})
-        if not request.overrides and not tuned:
-            return profile
+        used = self.config.resolve_model(choice)[0]
+        tuned = profile.model_overrides.get(used, {})
         where = f"overrides for profile {request.profile!r}"
-        return apply_overrides(RuntimeProfile, profile, tuned, request.overrides, where=where)
+        if request.overrides or tuned:
+            profile = apply_overrides(RuntimeProfile, profile, tuned, request.overrides, where=where)
+        if used == "retrieval" and not profile.symbol_tools and profile.tool_interface == "simple":
+            # after the request's overrides: a preset's resolved fields say symbol_tools: false
+            profile = apply_overrides(RuntimeProfile, profile, {"symbol_tools": True}, where=where)
+        return profile
 
     def _model(self, choice: ModelChoice, cfg: ModelConfig) -> Model:
         with self._lock:

@@ -39,7 +39,7 @@ ModelArg = str | Model | Callable[[ModelChoice, ModelConfig], Model] | None
 """A model choice, a model object, or a model factory (see the module docstring)."""
 ConfigArg = LabConfig | str | Path | None
 """A loaded configuration, the path of a ``profiles.yaml``, or None for the default one."""
-CHOICES: tuple[ModelChoice, ...] = ("light", "main", "none")
+CHOICES: tuple[ModelChoice, ...] = ("light", "main", "none", "retrieval")
 
 
 def as_config(config: ConfigArg) -> LabConfig:
@@ -58,14 +58,15 @@ def cache_dir(runs: Path) -> Path:
 
 
 def as_choice(value: str) -> ModelChoice:
-    """``value`` as a model choice (ValueError for anything but ``light``, ``main`` and ``none``, the
-    no-model baseline)."""
-    if value not in CHOICES:
-        raise ValueError(
-            f"model must be 'light' or 'main' (or 'none', the no-model baseline), a model object or a "
-            f"factory; got {value!r}"
-        )
-    return "light" if value == "light" else "none" if value == "none" else "main"
+    """``value`` as a model choice (ValueError for anything but ``light``, ``main``, ``none``, the
+    no-model baseline, and ``retrieval``, the retrieval floor)."""
+    for choice in CHOICES:
+        if value == choice:
+            return choice
+    raise ValueError(
+        f"model must be 'light' or 'main' (or a floor: 'none', the no-model baseline, or 'retrieval'), "
+        f"a model object or a factory; got {value!r}"
+    )
 
 
 def factory_for(
@@ -324,7 +325,8 @@ def sweep(
             task file's path (``.yaml``, ``.yml``, ``.jsonl``: docs/task-files.md), meaning all its
             tasks. A task without gold spans is run and tabulated, its score columns empty.
         models: Model choices to compare, e.g. ``["none", "light", "main"]`` (``none``: the no-model
-            baseline, the floor every model number is read against; it costs no model time).
+            baseline; ``retrieval``: the retrieval floor, Find and Search with no model; floors
+            cost no model time, and every table reads each model against the strongest floor).
         variants: Labelled profile overrides, e.g. ``{"small": {"max_steps": 2}, "large": {}}``;
             None: one variant (``default``, or ``custom`` when ``overrides`` are given).
         repeats: Runs per cell; each (task, model, repeat) gets its own seed derived from ``seed``.

@@ -95,8 +95,9 @@ def args_sweep(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--models",
-        default="none,light,main",
-        help="comma-separated model choices ('none': the no-model baseline, which costs no model time)",
+        default="none,retrieval,light,main",
+        help="comma-separated model choices ('none': the no-model baseline, 'retrieval': the retrieval "
+        "floor; floors cost no model time)",
     )
     parser.add_argument(
         "--scaffold",
@@ -173,14 +174,25 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         cluster=args.cluster,
         storage=args.storage,
     )
-    from subagent_lab.analysis.headline import comparison_sentences, lift_table, readable, readable_lift
+    from subagent_lab.analysis.headline import (
+        comparison_sentences,
+        floor_sentences,
+        lift_table,
+        readable,
+        readable_lift,
+    )
 
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_colwidth", 40):
         print("\nComparisons (paired by task; 95% bootstrap intervals):")
         for sentence in comparison_sentences(df) or ["(no two models ran on the same tasks)"]:
             print(f"  {sentence}")
+        for sentence in floor_sentences(df):
+            print(f"  {sentence}")
         lift = lift_table(df)
-        print("\nQuality and lift over the no-model baseline (same tasks, same scaffold):")
+        print(
+            "\nQuality, lift over the no-model baseline and over the strongest floor "
+            "(same tasks, same scaffold):"
+        )
         print(readable_lift(lift).to_string(index=False))
         print("\nRuns:")
         print(readable(headline(df)).to_string(index=False))

@@ -24,7 +24,7 @@ from subagent_lab.config.scaffolds import (
 )
 from subagent_lab.core.contracts import CONTRACTS
 from subagent_lab.core.redact import Redactor
-from subagent_lab.core.types import ConfigError, ModelChoice
+from subagent_lab.core.types import FLOOR_CHOICES, ConfigError, ModelChoice
 from subagent_lab.core.yaml_load import load_yaml_file, read_config_text
 
 SYMBOL_TOOLS: tuple[str, ...] = ("Find", "Refs", "Outline", "Search")
@@ -238,7 +238,8 @@ class ServerConfig(_Frozen):
 
 
 NO_MODEL = ModelConfig(model="none")
-"""The configuration of the ``none`` choice (``resolve_model``); it never talks to an endpoint."""
+"""The configuration of the ``none`` choice (``resolve_model``; ``retrieval`` takes it with its own
+``model``); it never talks to an endpoint."""
 
 
 class LabConfig(_Frozen):
@@ -317,10 +318,11 @@ class LabConfig(_Frozen):
 
     def resolve_model(self, choice: ModelChoice) -> tuple[ModelChoice, ModelConfig, bool]:
         """The model used for ``choice``: (choice actually used, its config, fell back?)."""
-        if choice == "none":  # the no-model baseline: main's output cap, no endpoint, no price
+        if choice in FLOOR_CHOICES:  # a no-model floor: main's output cap, no endpoint, no price
             base = self.models["main"]
             assert base is not None  # guaranteed by _models_defined
-            return "none", NO_MODEL.model_copy(update={"max_output_tokens": base.max_output_tokens}), False
+            update = {"model": choice, "max_output_tokens": base.max_output_tokens}
+            return choice, NO_MODEL.model_copy(update=update), False
         cfg = self.models.get(choice)
         if cfg is not None:
             return choice, cfg, False

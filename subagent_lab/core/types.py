@@ -25,8 +25,11 @@ TerminalReason = Literal[
 ``model_error`` so a broken tool is never blamed on the model."""
 
 RunStatus = Literal["completed", "partial", "failed"]
-ModelChoice = Literal["light", "main", "none"]
-"""``none`` is the no-model baseline (``subagent_lab.models.baseline``), configured by the harness."""
+ModelChoice = Literal["light", "main", "none", "retrieval"]
+"""``none`` is the no-model baseline (``subagent_lab.models.baseline``) and ``retrieval`` the
+retrieval floor (``subagent_lab.models.retrieval``), both configured by the harness."""
+FLOOR_CHOICES: frozenset[str] = frozenset({"none", "retrieval"})
+"""The model choices that run no language model (no endpoint, no server, no price): the floors."""
 ToolOutcomeStatus = Literal["ok", "error", "denied"]
 
 LIMIT_REASONS: frozenset[str] = frozenset({"max_steps", "token_budget", "context_budget", "loop_detected"})

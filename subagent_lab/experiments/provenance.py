@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict
 from subagent_lab.analysis.stats import derive_seed
 from subagent_lab.bench.suite import BenchTask
 from subagent_lab.config.profiles import LabConfig
-from subagent_lab.core.types import ModelChoice
+from subagent_lab.core.types import FLOOR_CHOICES, ModelChoice
 
 Seeding = Literal["derived", "base"]
 __all__ = ["Provenance", "Seeding", "derive_seed", "provenance", "row_stamp", "weights_id"]
@@ -98,8 +98,8 @@ def code_version(root: Path = PACKAGE_ROOT) -> str:
 
 def weights_id(lab: LabConfig, choice: ModelChoice) -> str:
     """The weights a choice runs on: the embedded file's SHA-256, else the endpoint and model id."""
-    if choice == "none":
-        return "none"
+    if choice in FLOOR_CHOICES:
+        return str(choice)
     used, cfg, _ = lab.resolve_model(choice)
     if cfg.base_url is None:
         from subagent_lab.local_models.weights import SPECS

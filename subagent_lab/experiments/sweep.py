@@ -37,7 +37,7 @@ from subagent_lab.config.profiles import (
 from subagent_lab.config.scaffolds import SCAFFOLD_FIELDS, scaffold_hash
 from subagent_lab.core.model import Model
 from subagent_lab.core.trace import Redactor, read_trace
-from subagent_lab.core.types import ModelChoice
+from subagent_lab.core.types import FLOOR_CHOICES, ModelChoice
 from subagent_lab.experiments.provenance import Provenance, provenance
 from subagent_lab.experiments.rows import (
     OUTCOMES,
@@ -280,7 +280,7 @@ def _check_variants(spec: SweepSpec, lab: LabConfig) -> None:
 
 def _start_embedded_server(lab: LabConfig, choices: set[ModelChoice]) -> None:
     """Start the local server once, up front, rather than racing to start it from workers."""
-    if any(lab.resolve_model(choice)[1].base_url is None for choice in choices - {"none"}):
+    if any(lab.resolve_model(choice)[1].base_url is None for choice in choices - FLOOR_CHOICES):
         from subagent_lab.local_models.server import ensure_server
 
         # On failure each run reports it as a model_error with the URL and the log path.

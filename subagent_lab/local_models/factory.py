@@ -19,7 +19,8 @@ ModelFactory = Callable[[ModelChoice, ModelConfig], Model]
 
 def default_model_factory(config: LabConfig) -> ModelFactory:
     """Models served over HTTP via the ``openai`` client; the embedded server is started on demand.
-    The ``none`` choice is the no-model baseline, which needs no server."""
+    The ``none`` choice is the no-model baseline and ``retrieval`` the retrieval floor: neither
+    needs a server."""
     from subagent_lab.models.openai_chat import OpenAIChatModel
 
     def make(choice: ModelChoice, cfg: ModelConfig) -> Model:
@@ -27,6 +28,10 @@ def default_model_factory(config: LabConfig) -> ModelFactory:
             from subagent_lab.models.baseline import BaselineModel
 
             return BaselineModel()
+        if choice == "retrieval":
+            from subagent_lab.models.retrieval import RetrievalModel
+
+            return RetrievalModel()
         hint = ""
         if cfg.base_url is None:
             from subagent_lab.local_models.server import ensure_server

@@ -288,7 +288,7 @@ def test_cli_sweep_takes_a_task_file(
     ]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "Quality and lift" in out and "Terminal reasons" in out
+    assert "Quality, lift over" in out and "Terminal reasons" in out
     assert main(["tasks", str(path)]) == 0 and "2 tasks OK" in capsys.readouterr().out
 
 

@@ -235,6 +235,7 @@ class SubagentLauncher:
             trace.emit(RunEnded(run_id=trace.run_id, step=0, **outcome.ended_fields()))
             return outcome
         deps = self._deps(request, profile, policies, llm, trace, cancel, shape)
+        deps.cost = build.cost_account(profile, model.config)
         return run_loop(spec, deps, [system, *prior, first])
 
     def _shape(

@@ -83,6 +83,9 @@ class RuntimeProfile(_Frozen):
     """Upper bound on the prompt tokens of any single model call."""
     total_token_budget: int = Field(gt=0)
     """Upper bound on prompt + completion tokens over the whole run."""
+    cost_budget_usd: float | None = Field(default=None, gt=0)
+    """Upper bound on the run's cost in USD at its model's prices (None: no cost cap); a child of a
+    parent with a cost cap gets at most what is left of the parent's."""
     model: ModelChoice = "light"
     contract: str = "ExploreResult"
     max_contract_repairs: int = Field(default=2, ge=0, le=10)

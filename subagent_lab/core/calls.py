@@ -7,6 +7,7 @@ conservative estimate; every decision and call is a trace event.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, Literal, NoReturn
 
@@ -119,6 +120,9 @@ def _admit(run: Run, request: ModelRequest, count: TokenCount, wanted: int, purp
     """Set the request's output cap and retry allowance, or refuse the call (LimitReached)."""
     budget, spec = run.state.budget, run.spec
     cap = budget.output_cap(count.tokens, wanted)
+    # An action keeps the price of one final answer, so a cost cap still leaves the grace turn.
+    reserve = spec.max_output_tokens if purpose == "step" else 0
+    cost = budget.cost
     decision = dict(
         purpose=purpose,
         prompt_tokens_est=count.tokens,
@@ -127,14 +131,21 @@ def _admit(run: Run, request: ModelRequest, count: TokenCount, wanted: int, purp
         used_total=run.state.usage.total_tokens,
         total_budget=spec.total_token_budget,
         context_budget=spec.context_token_budget,
+        cost_spent_usd=cost.spent_usd if cost is not None else None,
+        cost_budget_usd=cost.limit_usd if cost is not None else None,
     )
     try:
-        request.max_tokens = budget.admit(count.tokens, wanted)
+        request.max_tokens = budget.admit(count.tokens, wanted, reserve)
         # Reserved: one prompt and the output cap; each retry after a lost attempt costs a prompt more.
         spare = budget.remaining - count.tokens - request.max_tokens
-        request.max_spent_attempts = max(spare // max(count.tokens, 1), 0)
-    except LimitReached:
-        run.trace.emit(BudgetDecision, **decision, allowed=False)
+        attempts = spare // max(count.tokens, 1)
+        if cost is not None and cost.prices.input_per_mtok > 0:
+            price = cost.prices
+            spare_usd = cost.left_usd - price.cost(count.tokens, request.max_tokens + reserve)
+            attempts = min(attempts, math.floor(spare_usd / max(price.cost(count.tokens), 1e-12)))
+        request.max_spent_attempts = max(attempts, 0)
+    except LimitReached as refused:
+        run.trace.emit(BudgetDecision, **decision, allowed=False, detail=refused.detail)
         raise
     run.trace.emit(BudgetDecision, **decision, allowed=True)
 

@@ -77,7 +77,7 @@ def run_loop(spec: LoopSpec, deps: LoopDeps, messages: list[Message]) -> LoopOut
     """Run until a contract is accepted or a ``Stop`` ends the run; always returns a value."""
     state = RunState(
         messages=list(messages),
-        budget=Budget(spec.total_token_budget, spec.context_token_budget),
+        budget=Budget(spec.total_token_budget, spec.context_token_budget, cost=deps.cost),
         seen=list(deps.shown),
     )
     run = _LoopRun(spec, deps, state)

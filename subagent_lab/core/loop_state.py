@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import Field
 
-from subagent_lab.core.budget import Budget
+from subagent_lab.core.budget import Budget, CostAccount
 from subagent_lab.core.model import Model
 from subagent_lab.core.permissions import PermissionGate
 from subagent_lab.core.policy import Policy
@@ -75,6 +75,10 @@ class LoopDeps:
     """The task as the caller wrote it."""
     task_message: str = ""
     """The task as the model is given it (the first user message), for policies that restate it."""
+    cost: CostAccount | None = None
+    """The run's cost cap (``cost_budget_usd`` at its model's prices), which its calls are admitted
+    against and charged to; a parent's is shared by its segments and charged its children's cost.
+    None: no cost cap."""
 
 
 class LoopOutcome(RunTotals):

@@ -14,22 +14,27 @@ TerminalReason = Literal[
     "max_steps",
     "token_budget",
     "context_budget",
+    "cost_budget",
     "timeout",
     "invalid_output",
     "model_error",
     "loop_detected",
     "cancelled",
     "crashed",
+    "model_mismatch",
 ]
 """Why a run ended. ``crashed`` is a harness bug (an unexpected exception), kept apart from
-``model_error`` so a broken tool is never blamed on the model."""
+``model_error`` so a broken tool is never blamed on the model. ``cost_budget``: the next call could pass the
+run's cost cap (USD). ``model_mismatch``: the endpoint served another model than the one asked for."""
 
 RunStatus = Literal["completed", "partial", "failed"]
 ModelChoice = Literal["light", "main", "none"]
 """``none`` is the no-model baseline (``subagent_lab.models.baseline``), configured by the harness."""
 ToolOutcomeStatus = Literal["ok", "error", "denied"]
 
-LIMIT_REASONS: frozenset[str] = frozenset({"max_steps", "token_budget", "context_budget", "loop_detected"})
+LIMIT_REASONS: frozenset[str] = frozenset(
+    {"max_steps", "token_budget", "context_budget", "cost_budget", "loop_detected"}
+)
 """Limits after which the loop grants one grace turn to collect partial findings."""
 
 
@@ -194,6 +199,12 @@ class ModelFailed(Stop):
     """The model endpoint failed after the allowed retries (or with a non-retryable error)."""
 
     reason: TerminalReason = "model_error"
+
+
+class ModelMismatch(Stop):
+    """The endpoint reported serving another model than the one the run asked for."""
+
+    reason: TerminalReason = "model_mismatch"
 
 
 class OutputInvalid(Stop):

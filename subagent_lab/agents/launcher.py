@@ -29,7 +29,7 @@ from subagent_lab.agents.result import SubagentResult, cost_usd
 from subagent_lab.config.agent_profile import apply_overrides
 from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile
 from subagent_lab.core.loop import LoopDeps, LoopOutcome, LoopSpec, run_loop
-from subagent_lab.core.model import Model
+from subagent_lab.core.model import Model, same_model
 from subagent_lab.core.permissions import PermissionGate
 from subagent_lab.core.policy import Policy, RunContext, TaskShape, policy_names
 from subagent_lab.core.trace import RunEnded, RunStarted, SubagentEvent, TraceWriter, new_id, to_json
@@ -185,7 +185,9 @@ class SubagentLauncher:
             model_choice=model.choice,
             model_used=model.used,
             model_id=model.config.model,
-            fallback=model.fallback,
+            # Also a fallback: the endpoint served another model than asked, and the profile allowed it.
+            fallback=model.fallback
+            or any(not same_model(model.config.model, s) for s in outcome.served_model_ids),
             cost_usd=cost_usd(outcome.usage, model.config),
             seed=spec.seed,
             temperature=spec.temperature,
@@ -236,6 +238,7 @@ class SubagentLauncher:
             return outcome
         deps = self._deps(request, profile, policies, llm, trace, cancel, shape)
         deps.cost = build.cost_account(profile, model.config)
+        deps.allow_model_fallback = profile.allow_model_fallback
         return run_loop(spec, deps, [system, *prior, first])
 
     def _shape(

@@ -43,7 +43,7 @@ from subagent_lab.config.agent_profile import AgentProfile
 from subagent_lab.config.profiles import LabConfig, ModelConfig
 from subagent_lab.core.budget import MIN_OUTPUT_TOKENS
 from subagent_lab.core.loop import LoopDeps, LoopOutcome, LoopSpec, run_loop
-from subagent_lab.core.model import Model
+from subagent_lab.core.model import Model, same_model
 from subagent_lab.core.permissions import AskPolicy, PermissionGate
 from subagent_lab.core.policy import Policy
 from subagent_lab.core.tool import Tool, ToolError
@@ -325,6 +325,7 @@ class MainAgent:
             task=run.task,
             task_message=run.first_message.strip(),
             cost=run.ctx.task.cost,  # one account: the parent's segments and its children
+            allow_model_fallback=self.profile.allow_model_fallback,
         )
 
     def _forced(self, run: _Run) -> Message:
@@ -373,7 +374,8 @@ class MainAgent:
             answer=answer,
             model_used=run.model.used,
             model_id=run.model.config.model,
-            fallback=run.model.fallback,
+            fallback=run.model.fallback
+            or any(not same_model(run.model.config.model, s) for s in merged["served_model_ids"]),
             children=children,
             segments=len(outcomes),
             verifications=[record for record, _ in checks],

@@ -159,6 +159,7 @@ def merge_outcomes(outcomes: list[LoopOutcome]) -> dict[str, Any]:
         grace_used=any(o.grace_used for o in outcomes),
         model_time_s=sum(o.model_time_s for o in outcomes),
         prompt_counts_exact=all(o.prompt_counts_exact for o in outcomes),
+        served_model_ids=list(dict.fromkeys(s for o in outcomes for s in o.served_model_ids)),
     )
 
 

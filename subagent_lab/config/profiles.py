@@ -87,6 +87,9 @@ class RuntimeProfile(_Frozen):
     """Upper bound on the run's cost in USD at its model's prices (None: no cost cap); a child of a
     parent with a cost cap gets at most what is left of the parent's."""
     model: ModelChoice = "light"
+    allow_model_fallback: bool = False
+    """Let the run go on when the endpoint reports serving another model than the one asked for
+    (the result says ``fallback``); False ends such a run as ``model_mismatch``."""
     contract: str = "ExploreResult"
     max_contract_repairs: int = Field(default=2, ge=0, le=10)
     timeout_s: float = Field(default=900.0, gt=0)

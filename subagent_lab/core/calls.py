@@ -16,7 +16,7 @@ from subagent_lab.core.context import compact
 from subagent_lab.core.contracts import contract_schema
 from subagent_lab.core.dispatch import FINISH_SCHEMA
 from subagent_lab.core.loop_state import Run
-from subagent_lab.core.model import ModelCallError
+from subagent_lab.core.model import ModelCallError, same_model
 from subagent_lab.core.policy import ActionMenu
 from subagent_lab.core.provenance import bounded_answer
 from subagent_lab.core.tokens import TokenCount, prompt_counter
@@ -26,6 +26,7 @@ from subagent_lab.core.types import (
     LimitReached,
     Message,
     ModelFailed,
+    ModelMismatch,
     ModelRequest,
     ModelResponse,
     Usage,
@@ -84,7 +85,23 @@ def call_model(
         arg_choices=request.arg_choices,
         narrowed_by=narrowed_by or [],
     )
+    _check_served(run, response)
     return response
+
+
+def _check_served(run: Run, response: ModelResponse) -> None:
+    """Record the model the endpoint reported serving; one other than the one asked for ends the
+    run (``model_mismatch``) unless the run allows a fallback. A call already made is charged."""
+    served = response.model_id
+    if not served or not response.requested_model:
+        return
+    if served not in run.state.served:
+        run.state.served.append(served)
+    if not same_model(response.requested_model, served) and not run.deps.allow_model_fallback:
+        raise ModelMismatch(
+            f"asked the endpoint for model {response.requested_model!r}, it reported serving {served!r} "
+            "(allow_model_fallback lets a run go on)"
+        )
 
 
 def _request(

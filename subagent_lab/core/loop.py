@@ -294,5 +294,6 @@ def _outcome(run: Run, reason: TerminalReason, detail: str, contract: dict[str, 
         grounded_ratio=state.grounded if contract is not None else None,
         seen_ratio=state.seen_ratio if contract is not None else None,
         prompt_counts_exact=state.counts_exact,
+        served_model_ids=state.served,
         messages=state.messages,
     )

@@ -125,6 +125,10 @@ class ModelResponse(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     finish_reason: str = "stop"
     model_id: str = ""
+    """The model the endpoint reported serving (its reply's ``model``), or the adapter's own name."""
+    requested_model: str = ""
+    """The model id the adapter asked the endpoint for; "" when it asked for none (a scripted or
+    no-model stand-in). The loop checks ``model_id`` against it (``core.model.same_model``)."""
     latency_s: float = 0.0
     attempts: int = 1
     """HTTP attempts made, retries included."""

@@ -292,6 +292,7 @@ class OpenAIChatModel:
             usage=usage,
             finish_reason=(choice.finish_reason or "stop") if choice is not None else "error",
             model_id=getattr(raw, "model", "") or self.model,
+            requested_model=self.model,
             latency_s=latency,
             attempts=attempts,
             parse_ok=choice is not None,

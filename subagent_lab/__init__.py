@@ -29,6 +29,8 @@ _EXPORTS: dict[str, str] = {
     "rerun": "subagent_lab.api.rerun",
     "sweep": "subagent_lab.api.runs",
     "load_config": "subagent_lab.config.profiles",
+    "import_agent": "subagent_lab.config.agent_files",
+    "export_agent": "subagent_lab.config.agent_files",
     "ScriptedModel": "subagent_lab.models.scripted",
     "SubagentResult": "subagent_lab.agents.launcher",
     "MainRunResult": "subagent_lab.agents.result",
@@ -69,7 +71,9 @@ __all__ = [  # the names of _EXPORTS (a test keeps the two equal)
     "compare",
     "comparison_sentences",
     "explore",
+    "export_agent",
     "headline",
+    "import_agent",
     "inspect",
     "lift_table",
     "load_config",
@@ -115,6 +119,7 @@ if TYPE_CHECKING:  # what editors and mypy see; at run time __getattr__ loads ea
         score,
         trace_table,
     )
+    from subagent_lab.config.agent_files import export_agent, import_agent
     from subagent_lab.config.profiles import load_config
     from subagent_lab.models.scripted import ScriptedModel
     from subagent_lab.widgets.sweep_explorer import pick_trace

@@ -123,6 +123,12 @@ COMMANDS: list[Command] = [
     Command("report", "write a sweep's HTML report", cli_lab.cmd_report, cli_lab.args_report),
     Command("check", "validate profiles.yaml and list models and profiles", cli_lab.cmd_check),
     Command("schema", "print the JSON schema of profiles.yaml", cli_lab.cmd_schema),
+    Command(
+        "import-agent",
+        "read an agent file into a child profile",
+        cli_lab.cmd_import_agent,
+        cli_lab.args_import_agent,
+    ),
 ]
 
 

@@ -45,6 +45,7 @@ _EXPORTS: dict[str, str] = {
     "compare": "subagent_lab.api.views",
     "pick_trace": "subagent_lab.widgets.sweep_explorer",
     "write_report": "subagent_lab.api.report",
+    "to_inspect": "subagent_lab.api.inspect_export",
     # tables and plots of a sweep
     "comparison_sentences": "subagent_lab.analysis.headline",
     "lift_table": "subagent_lab.analysis.headline",
@@ -90,6 +91,7 @@ __all__ = [  # the names of _EXPORTS (a test keeps the two equal)
     "summarize",
     "sweep",
     "terminal_reasons",
+    "to_inspect",
     "trace_table",
     "write_report",
 ]
@@ -107,6 +109,7 @@ if TYPE_CHECKING:  # what editors and mypy see; at run time __getattr__ loads ea
         summarize,
         terminal_reasons,
     )
+    from subagent_lab.api.inspect_export import to_inspect
     from subagent_lab.api.report import write_report
     from subagent_lab.api.rerun import rerun
     from subagent_lab.api.runs import explore, run, run_parent, sweep

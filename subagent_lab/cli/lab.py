@@ -313,3 +313,23 @@ def cmd_import_agent(args: argparse.Namespace) -> int:
     for note in imported.notes:
         print(f"# note: {note}")
     return 0
+
+
+def args_export(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", help="a sweep directory, a directory of traces, or a trace file")
+    parser.add_argument("--inspect", action="store_true", required=True, help="write an Inspect AI .eval log")
+    parser.add_argument("-o", "--output", required=True, help="the .eval file to write")
+    parser.add_argument("--task", default="subagent_lab", help="the task name the log shows")
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write runs in another tool's format (``--inspect``: an Inspect AI ``.eval`` log)."""
+    from subagent_lab.api.inspect_export import to_inspect
+
+    try:
+        path = to_inspect(args.source, args.output, task=args.task)
+    except ImportError as exc:
+        print(f"subagent-lab: error: {exc}", file=sys.stderr)
+        return 2
+    print(path)
+    return 0

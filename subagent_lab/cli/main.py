@@ -129,6 +129,9 @@ COMMANDS: list[Command] = [
         cli_lab.cmd_import_agent,
         cli_lab.args_import_agent,
     ),
+    Command(
+        "export", "write runs as an Inspect AI .eval log (--inspect)", cli_lab.cmd_export, cli_lab.args_export
+    ),
 ]
 
 

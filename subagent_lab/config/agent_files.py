@@ -114,7 +114,14 @@ def import_agent(
 ) -> ImportedAgent:
     """Read an agent file of any of the four formats into a child profile built on ``base``'s
     budgets and scaffold. ConfigError (naming the file and the field) for a tool a child may not
-    hold or a value the profile rejects."""
+    hold or a value the profile rejects.
+
+    Args:
+        path: The agent file (``.md`` with YAML front matter, or Codex ``.toml``).
+        config: The lab configuration holding ``base`` (None: ``load_config()``).
+        format: ``claude``, ``gemini``, ``codex`` or ``opencode``; None: ``detect_format``.
+        base: The profile whose budgets, contract and scaffold the child gets.
+    """
     path = Path(path)
     fmt = format or detect_format(path)
     text = read_config_text(path, what="agent file")
@@ -140,8 +147,15 @@ def import_agent(
 
 def export_agent(profile: RuntimeProfile, path: str | Path, *, config: LabConfig | None = None) -> Path:
     """Write ``profile`` as a Claude Code agent file (``name``, ``description``, ``tools``, ``model``,
-    ``maxTurns``, the prompt as body). Its fields Claude Code has no name for (budgets, scaffold)
-    go in the ``x-subagent-lab`` block, so ``import_agent`` gives the same profile back."""
+    ``maxTurns``, the prompt as body) and return its path. Its fields Claude Code has no name for
+    (budgets, scaffold) go in the ``x-subagent-lab`` block, so ``import_agent`` gives the same
+    profile back.
+
+    Args:
+        profile: The child profile to write.
+        path: Where (parent folders are created).
+        config: The configuration whose ``explore`` profile an import would build on (None: the default).
+    """
     path = Path(path)
     front: dict[str, Any] = {"name": profile.name, "description": profile.description}
     front["tools"] = ", ".join(profile.tools)

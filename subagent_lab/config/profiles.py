@@ -58,6 +58,10 @@ class ModelConfig(_Frozen):
     """``native``: ``tools=``/``tool_calls``; ``json``: one JSON action per turn, schema-constrained."""
     constrain_output: bool = True
     """Send ``response_format`` with a JSON schema (json protocol); turn off for servers without it."""
+    strict_tools: bool = True
+    """Native protocol: the final answer is a ``final_answer`` tool call whose parameters are the
+    answer's schema, sent with ``strict: true`` (OpenAI structured outputs); turn off for servers
+    that reject the key."""
     timeout_s: float = Field(default=180.0, gt=0)
     max_retries: int = Field(default=2, ge=0, le=10)
     context_window: int | None = Field(default=None, gt=0)

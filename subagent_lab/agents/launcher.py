@@ -126,8 +126,6 @@ class SubagentLauncher:
         """
         profile = self.resolve_profile(request)
         choice: ModelChoice = request.model or profile.model
-        # An aid only a grammar enforces would silently not hold on an endpoint sent no grammar.
-        self.config.check_grammar_aids(profile.model_dump(), choice, f"profile {profile.name!r}")
         model = ModelUse(choice, *self.config.resolve_model(choice))
         spec, policies = build.build(
             profile, model.config, seed=request.seed, temperature=request.temperature
@@ -177,6 +175,7 @@ class SubagentLauncher:
     ) -> SubagentResult:
         """The run's result, masked: it goes to the parent's model, to sweep tables and to logs (an
         endpoint may echo the Authorization header in an error that becomes the detail)."""
+        grammar, checked = self.config.grammar_aids(profile.model_dump(), model.used)
         result = SubagentResult(
             run_id=run_id,
             session_id=self.session_id,
@@ -195,6 +194,8 @@ class SubagentLauncher:
             trace_error=trace_error,
             rerun_of=request.rerun_of,
             policies=policy_names(policies),
+            aids_grammar=grammar,
+            aids_checked=checked,
         )
         return SubagentResult.model_validate_json(self.config.redactor()(to_json(result)))
 
@@ -239,6 +240,8 @@ class SubagentLauncher:
         deps = self._deps(request, profile, policies, llm, trace, cancel, shape)
         deps.cost = build.cost_account(profile, model.config)
         deps.allow_model_fallback = profile.allow_model_fallback
+        # An aid only a grammar enforces runs as a check on an endpoint sent no grammar.
+        deps.grammar = model.config.constrain_output
         return run_loop(spec, deps, [system, *prior, first])
 
     def _shape(

@@ -84,6 +84,10 @@ class SubagentResult(RunResult):
     """Trace of the run this one re-ran; None for a fresh run."""
     policies: list[str] = Field(default_factory=list)
     """The scaffold's policies the run ran with, in precedence order (``core.policy.policy_names``)."""
+    aids_grammar: list[str] = Field(default_factory=list)
+    """Aids only a grammar enforces that the endpoint held by its grammar (``LabConfig.grammar_aids``)."""
+    aids_checked: list[str] = Field(default_factory=list)
+    """The same aids run as checks with a repair message: the endpoint decodes without a grammar."""
 
     @property
     def summary(self) -> str:

@@ -306,16 +306,14 @@ class LabConfig(_Frozen):
                 f"unknown scaffold {name!r}; known: {known} (profiles.yaml: scaffolds)"
             ) from None
 
-    def check_grammar_aids(self, fields: Mapping[str, Any], choice: ModelChoice, where: str) -> None:
-        """ConfigError when ``fields`` switch on an aid only a grammar can enforce and ``choice``'s
-        endpoint is configured without constrained output (``constrain_output: false``)."""
-        used, cfg, _ = self.resolve_model(choice)
+    def grammar_aids(self, fields: Mapping[str, Any], choice: ModelChoice) -> tuple[list[str], list[str]]:
+        """The aids only a grammar enforces that ``fields`` switch on, split by how they run on
+        ``choice``'s endpoint: (held by the grammar, run as checks). An endpoint configured without
+        constrained output (``constrain_output: false``) runs them all as checks: the answer and each
+        action are checked after the reply, and a breach gets a repair message (``core.schema_check``)."""
+        _, cfg, _ = self.resolve_model(choice)
         aids = grammar_aids_on(dict(fields))
-        if aids and not cfg.constrain_output:
-            raise ConfigError(
-                f"{where}: {', '.join(aids)} need constrained output, but models.{used}.constrain_output "
-                "is false; use the plain scaffold (or turn these off) for this endpoint"
-            )
+        return (aids, []) if cfg.constrain_output else ([], aids)
 
     def resolve_model(self, choice: ModelChoice) -> tuple[ModelChoice, ModelConfig, bool]:
         """The model used for ``choice``: (choice actually used, its config, fell back?)."""

@@ -75,6 +75,10 @@ class LoopDeps:
     """The task as the caller wrote it."""
     task_message: str = ""
     """The task as the model is given it (the first user message), for policies that restate it."""
+    grammar: bool = True
+    """The endpoint decodes under a grammar (constrained output). False: what the grammar would
+    hold (the turn's action menu, the answer's schema) is checked after each reply instead, and a
+    breach gets a repair message (``core.schema_check``)."""
     allow_model_fallback: bool = False
     """Let the run go on when the endpoint reports serving another model than the one asked for
     (recorded in ``LoopOutcome.served_model_ids``); False ends it as ``model_mismatch``."""

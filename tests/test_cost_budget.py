@@ -125,3 +125,25 @@ def test_parent_cap_covers_its_children(config: LabConfig, workspace: Path, tmp_
     assert not after_child.allowed
     assert after_child.cost_spent_usd == pytest.approx(result.cost_usd + child.cost_usd)
     assert result.model_calls == 1
+
+
+def test_parent_cap_covers_its_verification_child(config: LabConfig, workspace: Path, tmp_path: Path) -> None:
+    priced = _priced(config, price_out=PER_TOKEN)
+    cap = 100_000.0
+    main = priced.agents["main"].model_copy(update={"cost_budget_usd": cap, "verify": True})
+    priced = priced.model_copy(update={"agents": {**priced.agents, "main": main}})
+    verdict = {"verdict": "PASS", "reasons": ["app/auth.py:4 defines login"], "findings": [],
+               "evidence": ["app/auth.py:4"]}  # fmt: skip
+    # Parent and verification child both run on main: one script, in the order the calls happen.
+    model = ScriptedModel(
+        [final("login is in app/auth.py"), tool_call("Grep", pattern="def login"), final(verdict)]
+    )
+    agent = MainAgent(priced, workspace, model_factory=lambda c, cfg: model, scratch_dir=tmp_path)
+    result = agent.run("Where is login?")
+    (child,) = [c for c in result.children if c.via == "verification"]
+    child_cap = next(e for e in read_trace(child.trace_path) if isinstance(e, RunStarted)).budgets[
+        "cost_budget_usd"
+    ]
+    assert child_cap == pytest.approx(cap - result.cost_usd)  # what the parent's own call left
+    assert child.cost_usd > 0 and result.total_cost_usd == pytest.approx(result.cost_usd + child.cost_usd)
+    assert result.verdict == "PASS"

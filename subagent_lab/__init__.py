@@ -29,6 +29,8 @@ _EXPORTS: dict[str, str] = {
     "rerun": "subagent_lab.api.rerun",
     "sweep": "subagent_lab.api.runs",
     "load_config": "subagent_lab.config.profiles",
+    "import_agent": "subagent_lab.config.agent_files",
+    "export_agent": "subagent_lab.config.agent_files",
     "ScriptedModel": "subagent_lab.models.scripted",
     "SubagentResult": "subagent_lab.agents.launcher",
     "MainRunResult": "subagent_lab.agents.result",
@@ -45,6 +47,7 @@ _EXPORTS: dict[str, str] = {
     "compare": "subagent_lab.api.views",
     "pick_trace": "subagent_lab.widgets.sweep_explorer",
     "write_report": "subagent_lab.api.report",
+    "to_inspect": "subagent_lab.api.inspect_export",
     # tables and plots of a sweep
     "comparison_sentences": "subagent_lab.analysis.headline",
     "floor_sentences": "subagent_lab.analysis.headline",
@@ -72,8 +75,10 @@ __all__ = [  # the names of _EXPORTS (a test keeps the two equal)
     "compare",
     "comparison_sentences",
     "explore",
+    "export_agent",
     "floor_sentences",
     "headline",
+    "import_agent",
     "inspect",
     "lift_table",
     "load_config",
@@ -91,6 +96,7 @@ __all__ = [  # the names of _EXPORTS (a test keeps the two equal)
     "summarize",
     "sweep",
     "terminal_reasons",
+    "to_inspect",
     "trace_table",
     "validate_tasks",
     "write_report",
@@ -114,6 +120,7 @@ if TYPE_CHECKING:  # what editors and mypy see; at run time __getattr__ loads ea
         summarize,
         terminal_reasons,
     )
+    from subagent_lab.api.inspect_export import to_inspect
     from subagent_lab.api.report import write_report
     from subagent_lab.api.rerun import rerun
     from subagent_lab.api.runs import explore, run, run_parent, sweep
@@ -127,6 +134,7 @@ if TYPE_CHECKING:  # what editors and mypy see; at run time __getattr__ loads ea
         trace_table,
     )
     from subagent_lab.bench.suite import load_tasks, validate_tasks
+    from subagent_lab.config.agent_files import export_agent, import_agent
     from subagent_lab.config.profiles import load_config
     from subagent_lab.models.scripted import ScriptedModel
     from subagent_lab.widgets.sweep_explorer import pick_trace

@@ -219,11 +219,13 @@ NOT_LOOP_FIELDS = {
         "tool_interface", "grep_max_matches", "read_window", "glob_max_results", "read_outline",
         "show_layout", "task_paths",  # the child's first message, not a loop limit
         "model_overrides",  # applied to the profile before the spec is built
+        "cost_budget_usd",  # the run's cost account (LoopDeps.cost, at its model's prices)
+        "allow_model_fallback",  # LoopDeps: what the run does when another model answers
     },
     AgentProfile: {
         "description", "system_prompt", "system_prompt_file", "tools", "model", "children_token_cap",
         "verify", "max_verification_retries", "accept_unverified", "bash_timeout_s", "ask_policy",
-        "bash_sandbox", "bash_ro_paths",
+        "bash_sandbox", "bash_ro_paths", "cost_budget_usd", "allow_model_fallback",
     },
 }  # fmt: skip
 """Profile fields that are neither loop limits nor policy parameters. A new profile field must reach

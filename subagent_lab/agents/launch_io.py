@@ -137,8 +137,8 @@ def run_started(
     **fields: Any,
 ) -> RunStarted:
     """The run's first event, for a child or a parent: its model, the four budgets of its profile
-    (``limits``; plus ``budgets``), the policies it runs with, and ``fields`` (session, profile
-    name, endpoint, tools, workspace, prompts and the rest)."""
+    (``limits``; its cost cap when set; plus ``budgets``), the policies it runs with, and
+    ``fields`` (session, profile name, endpoint, tools, workspace, prompts and the rest)."""
     return RunStarted(
         run_id=run_id,
         model_choice=model.choice,
@@ -150,12 +150,17 @@ def run_started(
             "context_token_budget": limits.context_token_budget,
             "total_token_budget": limits.total_token_budget,
             "timeout_s": limits.timeout_s,
+            **_cost_cap(limits),
             **(budgets or {}),
         },
         policies=policy_names(policies),
         policy_params=policy_params(policies),
         **fields,
     )
+
+
+def _cost_cap(limits: RuntimeProfile | AgentProfile) -> dict[str, float]:
+    return {} if limits.cost_budget_usd is None else {"cost_budget_usd": limits.cost_budget_usd}
 
 
 class GuardedTrace(TraceWriter):

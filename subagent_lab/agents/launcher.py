@@ -29,7 +29,7 @@ from subagent_lab.agents.result import SubagentResult, cost_usd
 from subagent_lab.config.agent_profile import apply_overrides
 from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile
 from subagent_lab.core.loop import LoopDeps, LoopOutcome, LoopSpec, run_loop
-from subagent_lab.core.model import Model
+from subagent_lab.core.model import Model, same_model
 from subagent_lab.core.permissions import PermissionGate
 from subagent_lab.core.policy import Policy, RunContext, TaskShape, policy_names
 from subagent_lab.core.trace import RunEnded, RunStarted, SubagentEvent, TraceWriter, new_id, to_json
@@ -133,8 +133,6 @@ class SubagentLauncher:
         """
         profile = self.resolve_profile(request)
         choice: ModelChoice = request.model or profile.model
-        # An aid only a grammar enforces would silently not hold on an endpoint sent no grammar.
-        self.config.check_grammar_aids(profile.model_dump(), choice, f"profile {profile.name!r}")
         model = ModelUse(choice, *self.config.resolve_model(choice))
         spec, policies = build.build(
             profile, model.config, seed=request.seed, temperature=request.temperature
@@ -184,6 +182,7 @@ class SubagentLauncher:
     ) -> SubagentResult:
         """The run's result, masked: it goes to the parent's model, to sweep tables and to logs (an
         endpoint may echo the Authorization header in an error that becomes the detail)."""
+        grammar, checked = self.config.grammar_aids(profile.model_dump(), model.used)
         result = SubagentResult(
             run_id=run_id,
             session_id=self.session_id,
@@ -192,7 +191,9 @@ class SubagentLauncher:
             model_choice=model.choice,
             model_used=model.used,
             model_id=model.config.model,
-            fallback=model.fallback,
+            # Also a fallback: the endpoint served another model than asked, and the profile allowed it.
+            fallback=model.fallback
+            or any(not same_model(model.config.model, s) for s in outcome.served_model_ids),
             cost_usd=cost_usd(outcome.usage, model.config),
             seed=spec.seed,
             temperature=spec.temperature,
@@ -200,6 +201,8 @@ class SubagentLauncher:
             trace_error=trace_error,
             rerun_of=request.rerun_of,
             policies=policy_names(policies),
+            aids_grammar=grammar,
+            aids_checked=checked,
         )
         return SubagentResult.model_validate_json(self.config.redactor()(to_json(result)))
 
@@ -242,6 +245,10 @@ class SubagentLauncher:
             trace.emit(RunEnded(run_id=trace.run_id, step=0, **outcome.ended_fields()))
             return outcome
         deps = self._deps(request, profile, policies, llm, trace, cancel, shape)
+        deps.cost = build.cost_account(profile, model.config)
+        deps.allow_model_fallback = profile.allow_model_fallback
+        # An aid only a grammar enforces runs as a check on an endpoint sent no grammar.
+        deps.grammar = model.config.constrain_output
         return run_loop(spec, deps, [system, *prior, first])
 
     def _shape(

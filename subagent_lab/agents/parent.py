@@ -43,7 +43,7 @@ from subagent_lab.config.agent_profile import AgentProfile
 from subagent_lab.config.profiles import LabConfig, ModelConfig
 from subagent_lab.core.budget import MIN_OUTPUT_TOKENS
 from subagent_lab.core.loop import LoopDeps, LoopOutcome, LoopSpec, run_loop
-from subagent_lab.core.model import Model
+from subagent_lab.core.model import Model, same_model
 from subagent_lab.core.permissions import AskPolicy, PermissionGate
 from subagent_lab.core.policy import Policy
 from subagent_lab.core.tool import Tool, ToolError
@@ -190,7 +190,7 @@ class MainAgent:
             parent=ParentLink(session_id=self.session_id, run_id=run_id, trace_path=str(trace_path)),
             parent_trace=trace,
         )
-        ctx = self._tool_context(workspace, launcher, cancel)
+        ctx = self._tool_context(workspace, launcher, cancel, model)
         tools = main_tools(self.profile.tools)
         # On a scratch copy writes and commands are approved at the gate (Bash still classifies
         # each command); on the real checkout the ask policy gates Edit and Bash as a whole.
@@ -206,7 +206,11 @@ class MainAgent:
         return run
 
     def _tool_context(
-        self, workspace: Workspace, launcher: SubagentLauncher, cancel: threading.Event | None
+        self,
+        workspace: Workspace,
+        launcher: SubagentLauncher,
+        cancel: threading.Event | None,
+        model: ModelUse,
     ) -> MainToolContext:
         return MainToolContext(
             workspace=workspace,
@@ -215,6 +219,7 @@ class MainAgent:
                 launcher=launcher,
                 children_token_cap=self.children_token_cap,
                 cancel=cancel,
+                cost=build.cost_account(self.profile, model.config),
                 context_mode=self.context_mode,
                 child_model=self.child_model,
             ),
@@ -319,6 +324,8 @@ class MainAgent:
             policies=run.policies,
             task=run.task,
             task_message=run.first_message.strip(),
+            cost=run.ctx.task.cost,  # one account: the parent's segments and its children
+            allow_model_fallback=self.profile.allow_model_fallback,
         )
 
     def _forced(self, run: _Run) -> Message:
@@ -367,7 +374,8 @@ class MainAgent:
             answer=answer,
             model_used=run.model.used,
             model_id=run.model.config.model,
-            fallback=run.model.fallback,
+            fallback=run.model.fallback
+            or any(not same_model(run.model.config.model, s) for s in merged["served_model_ids"]),
             children=children,
             segments=len(outcomes),
             verifications=[record for record, _ in checks],

@@ -84,6 +84,10 @@ class SubagentResult(RunResult):
     """Trace of the run this one re-ran; None for a fresh run."""
     policies: list[str] = Field(default_factory=list)
     """The scaffold's policies the run ran with, in precedence order (``core.policy.policy_names``)."""
+    aids_grammar: list[str] = Field(default_factory=list)
+    """Aids only a grammar enforces that the endpoint held by its grammar (``LabConfig.grammar_aids``)."""
+    aids_checked: list[str] = Field(default_factory=list)
+    """The same aids run as checks with a repair message: the endpoint decodes without a grammar."""
 
     @property
     def summary(self) -> str:
@@ -159,6 +163,7 @@ def merge_outcomes(outcomes: list[LoopOutcome]) -> dict[str, Any]:
         grace_used=any(o.grace_used for o in outcomes),
         model_time_s=sum(o.model_time_s for o in outcomes),
         prompt_counts_exact=all(o.prompt_counts_exact for o in outcomes),
+        served_model_ids=list(dict.fromkeys(s for o in outcomes for s in o.served_model_ids)),
     )
 
 

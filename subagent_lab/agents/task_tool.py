@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest, SubagentResult
+from subagent_lab.core.budget import CostAccount
 from subagent_lab.core.model import Model
 from subagent_lab.core.tokens import CountsPrompts
 from subagent_lab.core.tool import Tool, ToolError
@@ -146,6 +147,10 @@ class TaskContext:
     """Every child runs on this model, whatever the parent asks (None: the parent's ``model``)."""
     other_tokens: int = 0
     """Tokens of children launched outside Task (verification) that count against the cap too."""
+    cost: CostAccount | None = None
+    """The parent's cost cap (None: none): every child's cost is charged to it, and a child may
+    spend at most what is left of it (less what children still running were promised)."""
+    reserved_usd: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -169,9 +174,31 @@ class TaskContext:
             self.reserved += share
             return share
 
-    def _settle(self, share: int | None, result: SubagentResult | None, *, task: bool = True) -> None:
+    def _reserve_cost(self, own: float | None) -> float | None:
+        """The cost cap of the next child: its own, tightened to what is left of the parent's
+        (reserved for it until it ends); None without either. ToolError when nothing is left."""
+        if self.cost is None:
+            return own
+        with self._lock:
+            free = self.cost.left_usd - self.reserved_usd
+            if free <= 0:
+                raise ToolError(
+                    f"the cost cap (${self.cost.limit_usd:.6f}) is spent (${self.cost.spent_usd:.6f} "
+                    "charged): no further sub-agents can be started: answer with what you have"
+                )
+            share = free if own is None else min(own, free)
+            self.reserved_usd += share
+            return share
+
+    def _settle(
+        self, share: int | None, result: SubagentResult | None, *, task: bool = True, usd: float = 0.0
+    ) -> None:
         with self._lock:
             self.reserved -= share or 0
+            if self.cost is not None:
+                self.reserved_usd -= usd
+                if result is not None:  # a child's spend is the parent's: its cap covers children
+                    self.cost.charge(result.cost_usd)
             if result is not None and not task:
                 self.other_tokens += result.usage.total_tokens
             elif result is not None:
@@ -181,9 +208,18 @@ class TaskContext:
     def launch_capped(self, request: SubagentRequest, *, task: bool = True) -> SubagentResult:
         """Launch ``request`` under the cap: its budget tightened to the share reserved for it
         (ToolError when too little is left), its tokens counted once it ends. ``task=False``: a
-        child the parent launches itself (verification), counted but not listed in ``results``."""
+        child the parent launches itself (verification), counted but not listed in ``results``. With
+        a parent's cost cap the child's own cost cap is at most what is left of it."""
         profile = self.launcher.resolve_profile(request)
-        share = self._reserve(profile.total_token_budget)
+        usd = self._reserve_cost(profile.cost_budget_usd)
+        if usd is not None and usd != profile.cost_budget_usd:
+            request.overrides = {**request.overrides, "cost_budget_usd": usd}
+        held = usd if self.cost is not None and usd is not None else 0.0
+        try:
+            share = self._reserve(profile.total_token_budget)
+        except ToolError:
+            self._settle(None, None, usd=held)
+            raise
         if share is not None and share < profile.total_token_budget:
             # The cap across children tightens this child's own budget; it never loosens it.
             request.overrides = {
@@ -195,7 +231,7 @@ class TaskContext:
         try:
             result = self.launcher.launch(request, cancel=self.cancel)
         finally:
-            self._settle(share, result, task=task)
+            self._settle(share, result, task=task, usd=held)
         return result
 
 

@@ -341,3 +341,50 @@ def cmd_tasks(args: argparse.Namespace) -> int:
         print(f"{task.id:32} {task.kind:9} {task.split:4} {gold:10} {task.workspace.label}")
     print(f"{args.file}: {len(tasks)} tasks OK")
     return 0
+
+
+def args_import_agent(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", help="a Claude Code, Gemini CLI, Codex or OpenCode agent file")
+    parser.add_argument("--format", choices=["claude", "gemini", "codex", "opencode"], default=None)
+    parser.add_argument("--base", default="explore", help="the profile it takes its budgets from")
+    parser.add_argument("--json", action="store_true", help="print the profile and the report as JSON")
+
+
+def cmd_import_agent(args: argparse.Namespace) -> int:
+    """Print an agent file as a ``profiles.yaml`` entry, then what had no counterpart."""
+    from subagent_lab.config.agent_files import import_agent
+    from subagent_lab.config.profiles import load_config
+
+    imported = import_agent(args.file, config=load_config(args.config), format=args.format, base=args.base)
+    if args.json:
+        print(imported.model_dump_json(indent=2))
+        return 0
+    print(f"# {imported.source} ({imported.format}) as a profile; budgets from {args.base!r}")
+    print(imported.profile_yaml(), end="")
+    for field, target in imported.mapped.items():
+        print(f"# mapped: {field} -> {target}")
+    for item in imported.unmapped:
+        print(f"# no counterpart: {item.field} = {json.dumps(item.value, default=str)} ({item.why})")
+    for note in imported.notes:
+        print(f"# note: {note}")
+    return 0
+
+
+def args_export(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", help="a sweep directory, a directory of traces, or a trace file")
+    parser.add_argument("--inspect", action="store_true", required=True, help="write an Inspect AI .eval log")
+    parser.add_argument("-o", "--output", required=True, help="the .eval file to write")
+    parser.add_argument("--task", default="subagent_lab", help="the task name the log shows")
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write runs in another tool's format (``--inspect``: an Inspect AI ``.eval`` log)."""
+    from subagent_lab.api.inspect_export import to_inspect
+
+    try:
+        path = to_inspect(args.source, args.output, task=args.task)
+    except ImportError as exc:
+        print(f"subagent-lab: error: {exc}", file=sys.stderr)
+        return 2
+    print(path)
+    return 0

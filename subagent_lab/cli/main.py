@@ -134,6 +134,15 @@ COMMANDS: list[Command] = [
         cli_lab.cmd_tasks,
         cli_lab.args_tasks,
     ),
+    Command(
+        "import-agent",
+        "read an agent file into a child profile",
+        cli_lab.cmd_import_agent,
+        cli_lab.args_import_agent,
+    ),
+    Command(
+        "export", "write runs as an Inspect AI .eval log (--inspect)", cli_lab.cmd_export, cli_lab.args_export
+    ),
 ]
 
 

@@ -60,7 +60,12 @@ class AgentProfile(BaseModel):
     served context (16,384 on the embedded server)."""
     total_token_budget: int = Field(default=120000, gt=0)
     """Upper bound on the parent's own prompt + completion tokens, over all verification retries."""
+    cost_budget_usd: float | None = Field(default=None, gt=0)
+    """Upper bound in USD on what the run costs at the models' prices: the parent's own calls, its
+    Task children and its verification children together (None: no cost cap)."""
     model: ModelChoice = "main"
+    allow_model_fallback: bool = False
+    """Let the run go on when the endpoint serves another model than the one asked for."""
     timeout_s: float = Field(default=1800.0, gt=0)
     max_output_tokens: int | None = Field(default=None, gt=0)
     max_repairs: int = Field(default=2, ge=0, le=10)

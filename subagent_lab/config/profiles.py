@@ -58,6 +58,10 @@ class ModelConfig(_Frozen):
     """``native``: ``tools=``/``tool_calls``; ``json``: one JSON action per turn, schema-constrained."""
     constrain_output: bool = True
     """Send ``response_format`` with a JSON schema (json protocol); turn off for servers without it."""
+    strict_tools: bool = True
+    """Native protocol: the final answer is a ``final_answer`` tool call whose parameters are the
+    answer's schema, sent with ``strict: true`` (OpenAI structured outputs); turn off for servers
+    that reject the key."""
     timeout_s: float = Field(default=180.0, gt=0)
     max_retries: int = Field(default=2, ge=0, le=10)
     context_window: int | None = Field(default=None, gt=0)
@@ -83,7 +87,13 @@ class RuntimeProfile(_Frozen):
     """Upper bound on the prompt tokens of any single model call."""
     total_token_budget: int = Field(gt=0)
     """Upper bound on prompt + completion tokens over the whole run."""
+    cost_budget_usd: float | None = Field(default=None, gt=0)
+    """Upper bound on the run's cost in USD at its model's prices (None: no cost cap); a child of a
+    parent with a cost cap gets at most what is left of the parent's."""
     model: ModelChoice = "light"
+    allow_model_fallback: bool = False
+    """Let the run go on when the endpoint reports serving another model than the one asked for
+    (the result says ``fallback``); False ends such a run as ``model_mismatch``."""
     contract: str = "ExploreResult"
     max_contract_repairs: int = Field(default=2, ge=0, le=10)
     timeout_s: float = Field(default=900.0, gt=0)
@@ -305,16 +315,14 @@ class LabConfig(_Frozen):
                 f"unknown scaffold {name!r}; known: {known} (profiles.yaml: scaffolds)"
             ) from None
 
-    def check_grammar_aids(self, fields: Mapping[str, Any], choice: ModelChoice, where: str) -> None:
-        """ConfigError when ``fields`` switch on an aid only a grammar can enforce and ``choice``'s
-        endpoint is configured without constrained output (``constrain_output: false``)."""
-        used, cfg, _ = self.resolve_model(choice)
+    def grammar_aids(self, fields: Mapping[str, Any], choice: ModelChoice) -> tuple[list[str], list[str]]:
+        """The aids only a grammar enforces that ``fields`` switch on, split by how they run on
+        ``choice``'s endpoint: (held by the grammar, run as checks). An endpoint configured without
+        constrained output (``constrain_output: false``) runs them all as checks: the answer and each
+        action are checked after the reply, and a breach gets a repair message (``core.schema_check``)."""
+        _, cfg, _ = self.resolve_model(choice)
         aids = grammar_aids_on(dict(fields))
-        if aids and not cfg.constrain_output:
-            raise ConfigError(
-                f"{where}: {', '.join(aids)} need constrained output, but models.{used}.constrain_output "
-                "is false; use the plain scaffold (or turn these off) for this endpoint"
-            )
+        return (aids, []) if cfg.constrain_output else ([], aids)
 
     def resolve_model(self, choice: ModelChoice) -> tuple[ModelChoice, ModelConfig, bool]:
         """The model used for ``choice``: (choice actually used, its config, fell back?)."""

@@ -11,11 +11,20 @@ count wherever the report is missing, zero, or below an exact count (a server re
 tokens cannot carry a run past its budget); both figures are kept (``reported``, ``counted``).
 Figures beyond ``MAX_FIGURE`` are clamped, so no reported number can overflow what is done
 with the totals later (``float(10**400)``).
+
+A cost cap (``CostAccount``, USD at the model's per-million-token prices) is admitted the same
+way: a call starts only when its counted prompt and its output cap, priced, fit what is left of
+the cap, and an action call must also leave the price of one final answer (this prompt again and
+the final output cap), so a run stopped by its cost cap can still give its findings in the grace
+turn. Every charged token is charged to the account; an account may be shared (a parent's, which
+its children's spend is charged to as well).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import threading
 from dataclasses import dataclass, field
 
 from subagent_lab.core.context import estimate_text
@@ -48,6 +57,38 @@ def count_call(
     )
 
 
+@dataclass(frozen=True)
+class Prices:
+    """A model's prices in USD per million tokens (``ModelConfig.price_per_mtok_*``)."""
+
+    input_per_mtok: float = 0.0
+    output_per_mtok: float = 0.0
+
+    def cost(self, prompt_tokens: int, completion_tokens: int = 0) -> float:
+        """What ``prompt_tokens`` in and ``completion_tokens`` out cost, in USD."""
+        return (prompt_tokens * self.input_per_mtok + completion_tokens * self.output_per_mtok) / 1e6
+
+
+@dataclass
+class CostAccount:
+    """A cost cap in USD, the prices of the model whose calls are admitted against it, and
+    everything charged to it (a run's own calls, and for a parent its children's): thread-safe,
+    since parallel children charge the same parent."""
+
+    limit_usd: float
+    prices: Prices = field(default_factory=Prices)
+    spent_usd: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @property
+    def left_usd(self) -> float:
+        return self.limit_usd - self.spent_usd
+
+    def charge(self, usd: float) -> None:
+        with self._lock:
+            self.spent_usd += max(usd, 0.0)
+
+
 def _clamp(usage: Usage) -> Usage:
     def one(value: int) -> int:
         return min(max(int(value), 0), MAX_FIGURE)
@@ -75,6 +116,8 @@ class Budget:
     """What the model server said the counted calls cost (clamped)."""
     counted: Usage = field(default_factory=Usage)
     """The harness's own count of the same calls."""
+    cost: CostAccount | None = None
+    """The cost cap this run's calls are admitted against and charged to (None: no cost cap)."""
 
     @property
     def remaining(self) -> int:
@@ -84,8 +127,25 @@ class Budget:
         """The output cap a call with this prompt would get (may be below ``MIN_OUTPUT_TOKENS``)."""
         return min(wanted, self.remaining - prompt_tokens)
 
-    def admit(self, prompt_tokens: int, wanted: int) -> int:
-        """The output cap for a call with ``prompt_tokens``; raises ``LimitReached`` if it may not start."""
+    def affordable_output(self, prompt_tokens: int, reserve_output: int = 0) -> int | None:
+        """The most output tokens a call with ``prompt_tokens`` may be given under the cost cap,
+        after keeping the price of a later call of ``prompt_tokens`` + ``reserve_output``; None
+        without a cost cap (or with free output, when the prompt fits)."""
+        if self.cost is None:
+            return None
+        prices = self.cost.prices
+        reserve = prices.cost(prompt_tokens, reserve_output) if reserve_output else 0.0
+        left = self.cost.left_usd - prices.cost(prompt_tokens) - reserve
+        if left < 0:
+            return -1
+        if prices.output_per_mtok <= 0:
+            return None
+        return math.floor(left * 1e6 / prices.output_per_mtok)
+
+    def admit(self, prompt_tokens: int, wanted: int, reserve_output: int = 0) -> int:
+        """The output cap for a call with ``prompt_tokens``; raises ``LimitReached`` if it may not
+        start. With a cost cap the cap is also what the money left affords, after keeping the price
+        of one more call of this prompt and ``reserve_output`` tokens (a final answer)."""
         if prompt_tokens > self.context:
             raise LimitReached(
                 "context_budget", f"prompt needs {prompt_tokens} tokens > context budget {self.context}"
@@ -95,7 +155,16 @@ class Budget:
             raise LimitReached(
                 "token_budget", f"{self.remaining} tokens left, next call needs {prompt_tokens} + output"
             )
-        return cap
+        affordable = self.affordable_output(prompt_tokens, reserve_output)
+        if affordable is not None and affordable < min(MIN_OUTPUT_TOKENS, wanted):
+            assert self.cost is not None  # affordable is None without a cost cap
+            need = self.cost.prices.cost(prompt_tokens, min(wanted, MIN_OUTPUT_TOKENS) + reserve_output)
+            raise LimitReached(
+                "cost_budget",
+                f"${self.cost.spent_usd:.6f} of the ${self.cost.limit_usd:.6f} cost cap spent; the next "
+                f"call ({prompt_tokens} prompt tokens + output) needs ${need:.6f} more",
+            )
+        return cap if affordable is None else min(cap, affordable)
 
     def charge(self, usage: Usage, counted: Counted | None = None) -> Usage:
         """Add what a call (or a failed attempt) spent and return what was charged.
@@ -126,6 +195,8 @@ class Budget:
             self.reported = self.reported + usage
             self.counted = self.counted + mine
         self.used = self.used + charged
+        if self.cost is not None:
+            self.cost.charge(self.cost.prices.cost(charged.prompt_tokens, charged.completion_tokens))
         return charged
 
     def share(self, wanted: int) -> int:

@@ -7,6 +7,7 @@ conservative estimate; every decision and call is a trace event.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, Literal, NoReturn
 
@@ -15,7 +16,7 @@ from subagent_lab.core.context import compact
 from subagent_lab.core.contracts import contract_schema
 from subagent_lab.core.dispatch import FINISH_SCHEMA
 from subagent_lab.core.loop_state import Run
-from subagent_lab.core.model import ModelCallError
+from subagent_lab.core.model import ModelCallError, same_model
 from subagent_lab.core.policy import ActionMenu
 from subagent_lab.core.provenance import bounded_answer
 from subagent_lab.core.tokens import TokenCount, prompt_counter
@@ -25,6 +26,7 @@ from subagent_lab.core.types import (
     LimitReached,
     Message,
     ModelFailed,
+    ModelMismatch,
     ModelRequest,
     ModelResponse,
     Usage,
@@ -83,7 +85,23 @@ def call_model(
         arg_choices=request.arg_choices,
         narrowed_by=narrowed_by or [],
     )
+    _check_served(run, response)
     return response
+
+
+def _check_served(run: Run, response: ModelResponse) -> None:
+    """Record the model the endpoint reported serving; one other than the one asked for ends the
+    run (``model_mismatch``) unless the run allows a fallback. A call already made is charged."""
+    served = response.model_id
+    if not served or not response.requested_model:
+        return
+    if served not in run.state.served:
+        run.state.served.append(served)
+    if not same_model(response.requested_model, served) and not run.deps.allow_model_fallback:
+        raise ModelMismatch(
+            f"asked the endpoint for model {response.requested_model!r}, it reported serving {served!r} "
+            "(allow_model_fallback lets a run go on)"
+        )
 
 
 def _request(
@@ -119,6 +137,9 @@ def _admit(run: Run, request: ModelRequest, count: TokenCount, wanted: int, purp
     """Set the request's output cap and retry allowance, or refuse the call (LimitReached)."""
     budget, spec = run.state.budget, run.spec
     cap = budget.output_cap(count.tokens, wanted)
+    # An action keeps the price of one final answer, so a cost cap still leaves the grace turn.
+    reserve = spec.max_output_tokens if purpose == "step" else 0
+    cost = budget.cost
     decision = dict(
         purpose=purpose,
         prompt_tokens_est=count.tokens,
@@ -127,14 +148,21 @@ def _admit(run: Run, request: ModelRequest, count: TokenCount, wanted: int, purp
         used_total=run.state.usage.total_tokens,
         total_budget=spec.total_token_budget,
         context_budget=spec.context_token_budget,
+        cost_spent_usd=cost.spent_usd if cost is not None else None,
+        cost_budget_usd=cost.limit_usd if cost is not None else None,
     )
     try:
-        request.max_tokens = budget.admit(count.tokens, wanted)
+        request.max_tokens = budget.admit(count.tokens, wanted, reserve)
         # Reserved: one prompt and the output cap; each retry after a lost attempt costs a prompt more.
         spare = budget.remaining - count.tokens - request.max_tokens
-        request.max_spent_attempts = max(spare // max(count.tokens, 1), 0)
-    except LimitReached:
-        run.trace.emit(BudgetDecision, **decision, allowed=False)
+        attempts = spare // max(count.tokens, 1)
+        if cost is not None and cost.prices.input_per_mtok > 0:
+            price = cost.prices
+            spare_usd = cost.left_usd - price.cost(count.tokens, request.max_tokens + reserve)
+            attempts = min(attempts, math.floor(spare_usd / max(price.cost(count.tokens), 1e-12)))
+        request.max_spent_attempts = max(attempts, 0)
+    except LimitReached as refused:
+        run.trace.emit(BudgetDecision, **decision, allowed=False, detail=refused.detail)
         raise
     run.trace.emit(BudgetDecision, **decision, allowed=True)
 

@@ -19,12 +19,13 @@ from collections.abc import Sequence
 from typing import Any, NoReturn, cast
 
 from subagent_lab.core.budget import Budget
-from subagent_lab.core.calls import Purpose, call_model
+from subagent_lab.core.calls import Purpose, answer_schema, call_model
 from subagent_lab.core.contracts import ground_evidence, grounded_ratio, parse_contract
 from subagent_lab.core.dispatch import run_tools
 from subagent_lab.core.loop_state import LoopDeps, LoopOutcome, LoopSpec, Run, RunState
 from subagent_lab.core.policy import FINISH, HARNESS_CALL, ActionMenu, AnswerCheck, RunContext
 from subagent_lab.core.provenance import seen_check
+from subagent_lab.core.schema_check import off_menu, schema_breaches
 from subagent_lab.core.trace import ActionForced, ContractChecked, RunEnded
 from subagent_lab.core.types import (
     Finished,
@@ -61,6 +62,7 @@ RETRY_PROMPT = (
     "thought and one tool call, or finish.]"
 )
 REPAIR_PROMPT = "Your final answer was rejected:\n{errors}\nReply again with one corrected answer only."
+OFF_MENU_PROMPT = "[That action was not run: {why}. Reply with one action that is offered.]"
 
 
 class _LoopRun(Run):
@@ -89,7 +91,7 @@ def run_loop(spec: LoopSpec, deps: LoopDeps, messages: list[Message]) -> LoopOut
     """Run until a contract is accepted or a ``Stop`` ends the run; always returns a value."""
     state = RunState(
         messages=list(messages),
-        budget=Budget(spec.total_token_budget, spec.context_token_budget),
+        budget=Budget(spec.total_token_budget, spec.context_token_budget, cost=deps.cost),
         seen=list(deps.shown),
     )
     run = _LoopRun(spec, deps, state)
@@ -172,9 +174,20 @@ def _act(run: Run) -> ModelResponse:
     for attempt in range(2):
         response = call_model(run, "step", menu=menu, narrowed_by=narrowed_by)
         cut = response.finish_reason == "length"
-        if response.parse_ok and not cut:
+        # Without a grammar the menu is a check: an action off it is sent back once, then let be.
+        off = off_menu(menu, response.tool_calls) if not run.deps.grammar and attempt == 0 else []
+        if response.parse_ok and not cut and not off:
             return response
-        if attempt == 0:
+        if off:
+            run.state.messages.append(
+                Message(role="assistant", content=response.text, tool_calls=response.tool_calls)
+            )
+            run.state.messages.extend(
+                Message(role="tool", content="Not run.", tool_call_id=c.id, name=c.name)
+                for c in response.tool_calls
+            )
+            run.add_prompt("repair", OFF_MENU_PROMPT.format(why="; ".join(off)))
+        elif attempt == 0:
             why = f"cut off at {run.spec.action_max_tokens} tokens" if cut else "not a valid action"
             run.add_prompt("retry", RETRY_PROMPT.format(why=why))
     return ModelResponse(tool_calls=[], text="", parse_ok=False, finish_reason=response.finish_reason)
@@ -259,6 +272,9 @@ def _check_final(run: Run, text: str) -> list[str]:
         run.state.grounded, run.state.seen_ratio = ratio, seen
         measured = AnswerCheck(check.payload, ungrounded, unseen)
         errors += [e for policy in run.policies for e in policy.check_answer(run, measured)]
+        if not run.deps.grammar:  # what the answer's grammar would have held, checked instead
+            schema = answer_schema(run)
+            errors += schema_breaches(check.payload, schema) if schema is not None else []
     run.trace.emit(
         ContractChecked,
         valid=not errors,
@@ -308,5 +324,6 @@ def _outcome(run: Run, reason: TerminalReason, detail: str, contract: dict[str, 
         grounded_ratio=state.grounded if contract is not None else None,
         seen_ratio=state.seen_ratio if contract is not None else None,
         prompt_counts_exact=state.counts_exact,
+        served_model_ids=state.served,
         messages=state.messages,
     )

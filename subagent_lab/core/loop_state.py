@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import Field
 
-from subagent_lab.core.budget import Budget
+from subagent_lab.core.budget import Budget, CostAccount
 from subagent_lab.core.model import Model
 from subagent_lab.core.permissions import PermissionGate
 from subagent_lab.core.policy import Policy
@@ -75,6 +75,17 @@ class LoopDeps:
     """The task as the caller wrote it."""
     task_message: str = ""
     """The task as the model is given it (the first user message), for policies that restate it."""
+    grammar: bool = True
+    """The endpoint decodes under a grammar (constrained output). False: what the grammar would
+    hold (the turn's action menu, the answer's schema) is checked after each reply instead, and a
+    breach gets a repair message (``core.schema_check``)."""
+    allow_model_fallback: bool = False
+    """Let the run go on when the endpoint reports serving another model than the one asked for
+    (recorded in ``LoopOutcome.served_model_ids``); False ends it as ``model_mismatch``."""
+    cost: CostAccount | None = None
+    """The run's cost cap (``cost_budget_usd`` at its model's prices), which its calls are admitted
+    against and charged to; a parent's is shared by its segments and charged its children's cost.
+    None: no cost cap."""
 
 
 class LoopOutcome(RunTotals):
@@ -83,6 +94,8 @@ class LoopOutcome(RunTotals):
 
     usage_by_call: list[Usage] = Field(default_factory=list)
     tool_usage: dict[str, dict[str, int]] = Field(default_factory=dict)
+    served_model_ids: list[str] = Field(default_factory=list)
+    """The distinct models the endpoint reported serving, in order of first appearance."""
     messages: list[Message] = Field(default_factory=list, exclude=True, repr=False)
     """The conversation as the run left it, an accepted final answer last (a caller continues it
     from here). In memory only: never serialized, so a result built from a dump of the outcome
@@ -123,6 +136,7 @@ class RunState:
     grounded: float | None = None
     seen_ratio: float | None = None
     counts_exact: bool = True
+    served: list[str] = field(default_factory=list)
 
     @property
     def usage(self) -> Usage:

@@ -101,6 +101,9 @@ class BudgetDecision(_Event):
     context_budget: int
     allowed: bool
     detail: str = ""
+    cost_spent_usd: float | None = None
+    """With a cost cap: USD charged to it before this call (a parent's includes its children's)."""
+    cost_budget_usd: float | None = None
 
 
 class Compacted(_Event):

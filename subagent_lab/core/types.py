@@ -14,15 +14,18 @@ TerminalReason = Literal[
     "max_steps",
     "token_budget",
     "context_budget",
+    "cost_budget",
     "timeout",
     "invalid_output",
     "model_error",
     "loop_detected",
     "cancelled",
     "crashed",
+    "model_mismatch",
 ]
 """Why a run ended. ``crashed`` is a harness bug (an unexpected exception), kept apart from
-``model_error`` so a broken tool is never blamed on the model."""
+``model_error`` so a broken tool is never blamed on the model. ``cost_budget``: the next call could pass the
+run's cost cap (USD). ``model_mismatch``: the endpoint served another model than the one asked for."""
 
 RunStatus = Literal["completed", "partial", "failed"]
 ModelChoice = Literal["light", "main", "none", "retrieval"]
@@ -32,7 +35,9 @@ FLOOR_CHOICES: frozenset[str] = frozenset({"none", "retrieval"})
 """The model choices that run no language model (no endpoint, no server, no price): the floors."""
 ToolOutcomeStatus = Literal["ok", "error", "denied"]
 
-LIMIT_REASONS: frozenset[str] = frozenset({"max_steps", "token_budget", "context_budget", "loop_detected"})
+LIMIT_REASONS: frozenset[str] = frozenset(
+    {"max_steps", "token_budget", "context_budget", "cost_budget", "loop_detected"}
+)
 """Limits after which the loop grants one grace turn to collect partial findings."""
 
 
@@ -123,6 +128,10 @@ class ModelResponse(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     finish_reason: str = "stop"
     model_id: str = ""
+    """The model the endpoint reported serving (its reply's ``model``), or the adapter's own name."""
+    requested_model: str = ""
+    """The model id the adapter asked the endpoint for; "" when it asked for none (a scripted or
+    no-model stand-in). The loop checks ``model_id`` against it (``core.model.same_model``)."""
     latency_s: float = 0.0
     attempts: int = 1
     """HTTP attempts made, retries included."""
@@ -197,6 +206,12 @@ class ModelFailed(Stop):
     """The model endpoint failed after the allowed retries (or with a non-retryable error)."""
 
     reason: TerminalReason = "model_error"
+
+
+class ModelMismatch(Stop):
+    """The endpoint reported serving another model than the one the run asked for."""
+
+    reason: TerminalReason = "model_mismatch"
 
 
 class OutputInvalid(Stop):

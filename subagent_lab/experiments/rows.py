@@ -92,6 +92,8 @@ def result_row(run: RunSpec, result: dict[str, Any], score: dict[str, Any]) -> d
         "contract_valid": result["contract"] is not None,
         "repairs_used": result["repairs_used"],
         "grace_used": result["grace_used"],
+        "aids_grammar": ",".join(result.get("aids_grammar") or []),
+        "aids_checked": ",".join(result.get("aids_checked") or []),
         "grounded_ratio": result["grounded_ratio"],
         "seen_ratio": result["seen_ratio"],
         "prompt_counts_exact": result["prompt_counts_exact"],

@@ -44,6 +44,7 @@ def default_model_factory(config: LabConfig) -> ModelFactory:
             api_key=os.environ.get(cfg.api_key_env) if cfg.api_key_env else None,
             tool_protocol=cfg.tool_protocol,
             constrain_output=cfg.constrain_output,
+            strict_tools=cfg.strict_tools,
             max_retries=cfg.max_retries,
             timeout_s=cfg.timeout_s,
             error_hint=hint,

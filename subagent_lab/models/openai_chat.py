@@ -42,6 +42,7 @@ from subagent_lab.models.bounded_http import (
     openai_http_package,
 )
 from subagent_lab.models.json_reply import extract_json_object, loads_bounded, utf8_safe
+from subagent_lab.models.strict_schema import ANSWER_TOOL, answer_tool, drop_nulls
 
 _RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 MAX_USAGE_FIGURE = 10**9
@@ -67,6 +68,7 @@ class OpenAIChatModel:
         api_key: str | None = None,
         tool_protocol: str = "json",
         constrain_output: bool = True,
+        strict_tools: bool = True,
         max_retries: int = 2,
         timeout_s: float = 180.0,
         error_hint: str = "",
@@ -75,7 +77,8 @@ class OpenAIChatModel:
         max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         """``count_url``: a llama.cpp server root (``http://host:port``) that counts prompts exactly;
-        ``max_reply_bytes``: the largest reply one attempt may read."""
+        ``max_reply_bytes``: the largest reply one attempt may read; ``strict_tools``: send the
+        native protocol's ``final_answer`` tool with ``strict: true`` (OpenAI structured outputs)."""
         self.base_url = base_url
         self.shown_url = mask_url(base_url)
         """The endpoint as messages show it (a ``user:password@`` part masked)."""
@@ -83,6 +86,7 @@ class OpenAIChatModel:
         self.model = model
         self.tool_protocol = tool_protocol
         self.constrain_output = constrain_output
+        self.strict_tools = strict_tools
         self.max_retries = max_retries
         self.timeout_s = timeout_s
         self.error_hint = error_hint
@@ -149,6 +153,12 @@ class OpenAIChatModel:
         schema: dict[str, Any] | None = None
         if request.phase == "final":
             schema = decoding_schema(request.final_schema) if request.final_schema else None
+            if schema is not None and self.tool_protocol == "native":
+                # The answer as the arguments of a tool call the request forces: the endpoint's own
+                # tool-call machinery (strict where it has it) holds the answer to the schema.
+                kwargs["tools"] = [answer_tool(schema, strict=self.strict_tools)]
+                kwargs["tool_choice"] = {"type": "function", "function": {"name": ANSWER_TOOL}}
+                schema = None
         elif self.tool_protocol == "native":
             kwargs["tools"] = request.tools
         else:
@@ -292,6 +302,7 @@ class OpenAIChatModel:
             usage=usage,
             finish_reason=(choice.finish_reason or "stop") if choice is not None else "error",
             model_id=getattr(raw, "model", "") or self.model,
+            requested_model=self.model,
             latency_s=latency,
             attempts=attempts,
             parse_ok=choice is not None,
@@ -314,12 +325,30 @@ class OpenAIChatModel:
                 )
             response.tool_calls = calls
             return response
+        if request.phase == "final" and self.tool_protocol == "native" and request.final_schema:
+            answer = self._answer_call(message, request.final_schema)
+            if answer is not None:
+                response.text = answer
+                return response
         if request.phase == "final":
             value = extract_json_object(response.text)
             if value is not None and set(value) == {"final"} and isinstance(value["final"], dict):
                 response.text = json.dumps(value["final"], ensure_ascii=False)  # the earlier wrapper
             return response
         return self._parse_action(response)
+
+    @staticmethod
+    def _answer_call(message: Any, schema: dict[str, Any]) -> str | None:
+        """The answer a ``final_answer`` tool call carries, as JSON text (None without one)."""
+        for call in (message.tool_calls if message is not None else None) or []:
+            if call.function.name != ANSWER_TOOL:
+                continue
+            try:
+                args = loads_bounded(call.function.arguments or "{}")
+            except ValueError:
+                return str(call.function.arguments)  # the contract check says what is wrong with it
+            return json.dumps(drop_nulls(args, decoding_schema(schema)), ensure_ascii=False)
+        return None
 
     @staticmethod
     def _parse_action(response: ModelResponse) -> ModelResponse:

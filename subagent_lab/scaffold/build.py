@@ -12,6 +12,7 @@ from typing import Any
 
 from subagent_lab.config.agent_profile import AgentProfile
 from subagent_lab.config.profiles import SYMBOL_TOOLS, ModelConfig, RuntimeProfile
+from subagent_lab.core.budget import CostAccount, Prices
 from subagent_lab.core.loop_state import LoopSpec
 from subagent_lab.core.policy import Policy
 from subagent_lab.scaffold.absence_check import AbsenceCheck
@@ -146,6 +147,14 @@ def policies(profile: Profile) -> tuple[Policy, ...]:
     built = tuple(p for p in chosen if p is not None)
     assert [type(p) for p in built] == sorted((type(p) for p in built), key=ORDER.index)
     return built
+
+
+def cost_account(profile: Profile, model: ModelConfig) -> CostAccount | None:
+    """The run's cost cap at its model's prices (``LoopDeps.cost``); None without one."""
+    if profile.cost_budget_usd is None:
+        return None
+    prices = Prices(model.price_per_mtok_input, model.price_per_mtok_output)
+    return CostAccount(profile.cost_budget_usd, prices)
 
 
 def tool_names(profile: RuntimeProfile) -> tuple[str, ...]:

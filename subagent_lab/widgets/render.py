@@ -19,6 +19,7 @@ REASON_COLOURS = {
     "max_steps": "#9a6700",
     "token_budget": "#9a6700",
     "context_budget": "#9a6700",
+    "cost_budget": "#9a6700",
     "loop_detected": "#9a6700",
     "timeout": "#9a6700",
 }

@@ -1,0 +1,140 @@
+"""Runs as an Inspect ``.eval`` log: written by inspect_ai's own writer, read back with its
+``read_eval_log``; one sample per run, each run (and each child) an agent span with its tokens."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import LOGIN_ANSWER, LauncherFactory, task_call
+
+from subagent_lab.agents.launcher import SubagentRequest, SubagentResult
+from subagent_lab.agents.parent import MainAgent
+from subagent_lab.api import inspect_export
+from subagent_lab.api.views import bench_task
+from subagent_lab.config.profiles import LabConfig
+from subagent_lab.models.scripted import ScriptedModel, final, tool_call, tool_calls
+
+inspect_log = pytest.importorskip(
+    "inspect_ai.log", reason="inspect_ai (the 'inspect' extra) is not installed"
+)
+
+
+def _child(make_launcher: LauncherFactory, task: str = "Where is login implemented?") -> SubagentResult:
+    script = [
+        tool_call("Grep", pattern="def login"),
+        tool_call("Read", path="app/auth.py"),
+        final(LOGIN_ANSWER),
+    ]
+    launcher, _ = make_launcher(script)
+    return launcher.launch(SubagentRequest(task=task))
+
+
+def _spans(sample: Any) -> list[Any]:
+    return [e for e in sample.events if e.event == "span_begin"]
+
+
+def test_a_run_round_trips_through_read_eval_log(make_launcher: LauncherFactory, tmp_path: Path) -> None:
+    import subagent_lab as sl
+
+    result = _child(make_launcher)
+    path = sl.to_inspect([result], tmp_path / "logs" / "child.eval")
+    log = inspect_log.read_eval_log(str(path))
+    assert log.status == "success" and log.eval.task == "subagent_lab" and len(log.samples) == 1
+    sample = log.samples[0]
+    assert sample.input == "Where is login implemented?" and sample.target == ""
+    assert sample.scores["contract_valid"].value == 1.0
+    assert (
+        sample.metadata["model_id"] == result.model_id and sample.metadata["terminal_reason"] == "completed"
+    )
+    assert sample.output.completion == LOGIN_ANSWER["summary"]
+    (span,) = _spans(sample)
+    assert span.type == "agent" and span.id == result.run_id and span.parent_id is None
+    assert span.metadata["total_tokens"] == result.usage.total_tokens
+    models = [e for e in sample.events if e.event == "model"]
+    tools = [e for e in sample.events if e.event == "tool"]
+    assert len(models) == result.model_calls and all(e.span_id == span.id for e in models)
+    assert [t.function for t in tools] == ["Grep", "Read"] and tools[1].arguments == {"path": "app/auth.py"}
+    assert "def login" in str(tools[0].result)
+    assert sum(e.output.usage.total_tokens for e in models) == result.usage.total_tokens
+    (usage,) = sample.model_usage.values()
+    assert usage.input_tokens == result.usage.prompt_tokens
+    assert log.results.scores[0].name == "contract_valid"
+
+
+def test_each_child_is_its_own_span_inside_its_parent(
+    config: LabConfig, workspace: Path, tmp_path: Path
+) -> None:
+    parent = ScriptedModel([tool_calls(task_call("where is login?")), final("login is in app/auth.py:4")])
+    light = ScriptedModel([tool_call("Grep", pattern="def login"), final(LOGIN_ANSWER)])
+    agent = MainAgent(
+        config, workspace, model_factory=lambda c, cfg: parent if c == "main" else light, scratch_dir=tmp_path
+    )
+    result = agent.run("Where is login?")
+    path = inspect_export.to_inspect(Path(result.trace_path).parent, tmp_path / "parent.eval")
+    (sample,) = inspect_log.read_eval_log(str(path)).samples  # the child's trace is no sample of its own
+    outer, inner = _spans(sample)
+    assert (outer.id, inner.id) == (result.run_id, result.children[0].run_id)
+    assert inner.parent_id == outer.id and inner.type == "agent" and inner.name.startswith("explore")
+    assert inner.metadata["total_tokens"] == result.children[0].usage.total_tokens
+    assert outer.metadata["total_tokens"] == result.usage.total_tokens  # the parent's own
+    in_child = [e for e in sample.events if e.event == "model" and e.span_id == inner.id]
+    assert len(in_child) == 2
+    total = sum(u.total_tokens for u in sample.model_usage.values())
+    assert total == result.total_usage.total_tokens  # parent and child together
+    # Inspect's own timeline (what its viewer draws) finds the child inside the parent, with its tokens.
+    from inspect_ai.event import timeline_build
+
+    root = timeline_build(sample.events).root
+    (parent_span,) = [c for c in root.content if getattr(c, "span_type", None) == "agent"]
+    (child_span,) = [c for c in parent_span.content if getattr(c, "span_type", None) == "agent"]
+    assert child_span.total_tokens() == result.children[0].usage.total_tokens
+    assert parent_span.total_tokens() == result.total_usage.total_tokens
+
+
+def test_a_sweep_row_carries_gold_scores_and_provenance(
+    make_launcher: LauncherFactory, tmp_path: Path
+) -> None:
+    task = bench_task("jinja-filesystemloader")
+    result = _child(make_launcher, task.prompt)
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    row = {
+        "run_key": "k1", "task_id": task.id, "model_choice": "light", "model_id": result.model_id,
+        "scaffold": "aided", "quality": 0.75, "gold_recall_file": 1.0, "code_hash": "c0de",
+        "config_hash": "c0f1", "weights_sha256": "ab12", "provenance": "p1", "trace_path": result.trace_path,
+        "contract_valid": True,
+    }  # fmt: skip
+    (sweep / "results.jsonl").write_text(json.dumps({**row, "quality": 0.1}) + "\n" + json.dumps(row) + "\n")
+    log = inspect_log.read_eval_log(str(inspect_export.to_inspect(sweep, tmp_path / "sweep.eval")))
+    (sample,) = log.samples  # the latest row of a run key
+    assert sample.id == "k1" and sample.input == task.prompt
+    assert sample.target == [span.label for span in task.gold]
+    assert (
+        sample.scores["quality"].value == 0.75
+        and sample.scores["quality"].metadata["gold_recall_file"] == 1.0
+    )
+    assert {k: sample.metadata[k] for k in ("scaffold", "code_hash", "config_hash", "weights_sha256")} == {
+        "scaffold": "aided", "code_hash": "c0de", "config_hash": "c0f1", "weights_sha256": "ab12",
+    }  # fmt: skip
+    quality = next(s for s in log.results.scores if s.name == "quality")
+    assert quality.metrics["mean"].value == 0.75
+
+
+def test_without_inspect_ai_the_error_says_how_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(inspect_export, "inspect_available", lambda: False)
+    with pytest.raises(ImportError, match=r"subagent_lab\[inspect\]"):
+        inspect_export.to_inspect([], tmp_path / "x.eval")
+
+
+def test_cli_export_inspect(make_launcher: LauncherFactory, tmp_path: Path) -> None:
+    from subagent_lab.cli.main import main
+
+    result = _child(make_launcher)
+    out = tmp_path / "cli.eval"
+    assert main(["export", "--inspect", result.trace_path, "-o", str(out)]) == 0
+    assert len(inspect_log.read_eval_log(str(out)).samples) == 1

@@ -1,0 +1,140 @@
+"""On a native-tool endpoint the final answer is a forced ``final_answer`` tool call whose parameters
+are the answer's schema in the strict form OpenAI's structured outputs require; tested against a
+fake endpoint on 127.0.0.1 that refuses a tool schema breaking those rules, as OpenAI does."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from redteam.support import FakeOpenAI, Reply, chat, native_call
+
+from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
+from subagent_lab.config.profiles import LabConfig, ModelConfig
+from subagent_lab.core.contracts import contract_schema
+from subagent_lab.core.model import Model
+from subagent_lab.core.types import ModelChoice
+from subagent_lab.models.openai_chat import OpenAIChatModel
+from subagent_lab.models.strict_schema import strict_schema
+
+STRICT_KEYWORDS = {
+    "type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf", "$ref",
+    "$defs", "description", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
+    "exclusiveMaximum", "multipleOf", "minItems", "maxItems",
+}  # fmt: skip
+"""What OpenAI's strict structured outputs accept (platform.openai.com/docs/guides/structured-outputs,
+"Supported schemas"), written out here apart from the code under test."""
+
+
+def strict_violations(schema: Any, where: str = "parameters") -> list[str]:
+    """The ways ``schema`` breaks OpenAI's strict-mode rules, as its error messages say them."""
+    if not isinstance(schema, dict):
+        return []
+    problems = [f"{where}: '{k}' is not permitted" for k in schema if k not in STRICT_KEYWORDS]
+    kinds = schema.get("type")
+    if kinds == "object" or (isinstance(kinds, list) and "object" in kinds) or "properties" in schema:
+        if schema.get("additionalProperties") is not False:
+            problems.append(f"{where}: 'additionalProperties' is required to be supplied and to be false")
+        missing = set(schema.get("properties") or {}) - set(schema.get("required") or [])
+        if missing:
+            problems.append(
+                f"{where}: 'required' must include every key in properties, missing {sorted(missing)}"
+            )
+    for key, sub in (schema.get("properties") or {}).items():
+        problems += strict_violations(sub, f"{where}.{key}")
+    if "items" in schema:
+        problems += strict_violations(schema["items"], f"{where}.items")
+    for i, sub in enumerate(schema.get("anyOf") or []):
+        problems += strict_violations(sub, f"{where}.anyOf[{i}]")
+    for name, sub in (schema.get("$defs") or {}).items():
+        problems += strict_violations(sub, f"{where}.$defs.{name}")
+    return problems
+
+
+class StrictEndpoint:
+    """Answers like OpenAI: a 400 for a strict tool whose schema breaks the rules, else the next reply."""
+
+    def __init__(self, replies: list[dict[str, Any]]) -> None:
+        self.replies = replies
+        self.refused: list[str] = []
+
+    def __call__(self, body: dict[str, Any], headers: dict[str, str]) -> Reply:
+        for tool in body.get("tools") or []:
+            function = tool.get("function", {})
+            params = function.get("parameters", {})
+            problems = strict_violations(params) if function.get("strict") else []
+            if function.get("strict") and params.get("type") != "object":
+                problems.append("parameters: the root must be an object")
+            if problems:
+                message = f"Invalid schema for function '{function.get('name')}': {'; '.join(problems)}"
+                self.refused.append(message)
+                return Reply(400, {"error": {"message": message, "type": "invalid_request_error"}})
+        return Reply(body=self.replies.pop(0))
+
+
+def test_the_contract_schema_as_it_is_breaks_strict_rules_and_the_strict_form_does_not() -> None:
+    schema = contract_schema("ExploreResult")
+    assert strict_violations(schema)  # minLength, title, optional properties not in required
+    assert strict_violations(strict_schema(schema)) == []
+
+
+def _launch(config: LabConfig, workspace: Path, tmp_path: Path, endpoint: StrictEndpoint) -> Any:
+    with FakeOpenAI(default=endpoint) as server:
+
+        def make(choice: ModelChoice, cfg: ModelConfig) -> Model:
+            return OpenAIChatModel(
+                base_url=server.url, model=cfg.model, tool_protocol="native", max_retries=0, timeout_s=10
+            )
+
+        launcher = SubagentLauncher(config, workspace, model_factory=make, trace_dir=tmp_path / "runs")
+        return launcher.launch(SubagentRequest(task="Where is login implemented?")), server
+
+
+def test_a_native_endpoint_gets_the_answer_through_a_strict_finish_tool(
+    config: LabConfig, workspace: Path, tmp_path: Path
+) -> None:
+    model = config.models["light"].model  # type: ignore[union-attr]
+    answer = {
+        "status": "completed",
+        "summary": "login is defined in app/auth.py and calls check_password.",
+        "findings": ["login calls check_password"],
+        "evidence": ["app/auth.py:4"],
+        "unresolved_questions": None,  # strict form: an optional property with nothing to say
+    }
+    calls = [native_call("Grep", {"pattern": "def login"}), native_call("finish", {}, "call-2"),
+             native_call("final_answer", answer, "call-3")]  # fmt: skip
+    replies = [
+        {**chat(None, tool_calls=[call], finish_reason="tool_calls"), "model": model} for call in calls
+    ]
+    endpoint = StrictEndpoint(replies)
+    result, server = _launch(config, workspace, tmp_path, endpoint)
+    assert endpoint.refused == []
+    assert result.terminal_reason == "completed", result.detail
+    assert result.contract is not None and result.contract["evidence"] == ["app/auth.py:4"]
+    assert result.contract.get("unresolved_questions", []) == []  # the null was taken back out
+    final = server.requests[-1].body
+    (tool,) = final["tools"]
+    assert tool["function"]["name"] == "final_answer" and tool["function"]["strict"] is True
+    assert final["tool_choice"] == {"type": "function", "function": {"name": "final_answer"}}
+    assert "response_format" not in final
+    assert set(tool["function"]["parameters"]["required"]) == set(answer)
+
+
+def test_without_the_strict_form_the_endpoint_refuses_the_answer_tool(
+    config: LabConfig, workspace: Path, tmp_path: Path, monkeypatch: Any
+) -> None:
+    from subagent_lab.models import strict_schema as module
+
+    monkeypatch.setattr(module, "strict_schema", lambda schema: schema)  # the schema as pydantic writes it
+    replies = [
+        chat(None, tool_calls=[native_call("Grep", {"pattern": "def login"})], finish_reason="tool_calls"),
+        chat(None, tool_calls=[native_call("finish", {}, "call-2")], finish_reason="tool_calls"),
+    ]
+    for reply in replies:
+        reply["model"] = config.models["light"].model  # type: ignore[union-attr]
+    endpoint = StrictEndpoint(replies)
+    result, _ = _launch(config, workspace, tmp_path, endpoint)
+    assert endpoint.refused and "Invalid schema for function 'final_answer'" in endpoint.refused[0]
+    assert result.terminal_reason == "model_error" and "HTTP 400" in result.detail
+    assert json.dumps(result.contract) == "null"

@@ -72,7 +72,7 @@ def test_keys_never_reach_traces_results_or_tables(
     leaky_tool_call = act("Grep", pattern=planted["OPENAI_API_KEY"] + "|" + planted["MY_SERVICE_PASSWORD"])
     with FakeOpenAI([ok(leaky_tool_call)], default=_echo_auth) as server:
         model = ModelConfig(
-            base_url=server.url, model="m", api_key_env="ACME_GATEWAY_CREDENTIAL", max_retries=0
+            base_url=server.url, model="fake-model", api_key_env="ACME_GATEWAY_CREDENTIAL", max_retries=0
         )
         cfg = config.model_copy(update={"models": {"main": model, "light": model}})
         # the real default factory: the key goes out in the Authorization header

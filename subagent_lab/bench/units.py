@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -46,7 +47,9 @@ class Unit:
 def parse_units(source: str) -> list[Unit] | None:
     """Every def and class of ``source`` in file order; None when it does not parse."""
     try:
-        tree = ast.parse(source)
+        with warnings.catch_warnings():  # old code's invalid escapes are not ours to report
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return None
     found: list[tuple[str, int, int, str]] = []

@@ -87,7 +87,8 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> tuple[Repo, dict[str, s
     c["init"] = repo.commit(
         "Initial import",
         {"pkg/__init__.py": '__version__ = "1.0"\n', "pkg/core.py": CORE, "setup.py": "x = 1\n",
-         "docs/index.md": "# pkg\n", "tests/test_core.py": "def test_x():\n    pass\n"},
+         "docs/index.md": "# pkg\n", "pkg/extra.py": "def extra():\n    return 1\n",
+         "tests/test_core.py": "def test_x():\n    pass\n"},
     )  # fmt: skip
     fix = repo.edit("pkg/core.py", 'return "hello"\n', 'return "hello, stranger"\n')
     fix.update(repo.edit("tests/test_core.py", "pass", "assert True"))
@@ -116,6 +117,13 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> tuple[Repo, dict[str, s
     c["property"] = repo.commit(
         "Use the property in tick", repo.edit("pkg/core.py", "return self.t\n", "return self.now\n")
     )
+    repo.git("mv", "pkg/extra.py", "pkg/more.py")
+    c["rename"] = repo.commit("Rename the extra module", {})
+    repo.git("checkout", "-q", "-b", "side")
+    c["side"] = repo.commit("Add notes on the side branch", {"docs/notes.md": "notes\n"})
+    repo.git("checkout", "-q", "main")
+    repo.git("merge", "-q", "--no-ff", "side", "-m", "Merge branch side")
+    c["merge"] = repo.git("rev-parse", "HEAD")
     return repo, c
 
 
@@ -124,10 +132,10 @@ def test_exactly_the_request_commits_become_tasks(history: tuple[Repo, dict[str,
     result = mine.mine(repo.root)
     assert [t.commit.sha for t in result.tasks] == [c["fix"], c["insert"], c["property"]]
     assert [t.id for t in result.tasks] == [f"pkg-{c[k][:7]}" for k in ("fix", "insert", "property")]
-    assert result.commits == 11
+    assert result.commits == 14
     assert dict(result.removed) == {
-        "root": 1, "bot": 1, "version": 1, "no-source": 1, "formatting-only": 1,
-        "docstring-only": 1, "revert": 1, "module-level": 1,
+        "root": 1, "bot": 1, "version": 1, "no-source": 2, "formatting-only": 1,
+        "docstring-only": 1, "revert": 1, "module-level": 1, "rename-only": 1, "merge": 1,
     }  # fmt: skip
 
 
@@ -209,3 +217,20 @@ def test_subject_rule() -> None:
     assert mine.reads_as_request("Added support for sizes")
     assert not mine.reads_as_request("Rounding of large sizes fixed")
     assert not mine.reads_as_request("Fix typo")  # fewer than three words
+
+
+def test_cli_maps_gold_into_an_sdist_tree(history: tuple[Repo, dict[str, str]], tmp_path: Path) -> None:
+    repo, c = history
+    tree = tmp_path / "pkg-1.0"
+    (tree / "src" / "pkg").mkdir(parents=True)
+    no_property = CORE.replace("    @property\n    def now(self):\n        return self.t\n\n", "")
+    (tree / "src" / "pkg" / "core.py").write_text("import os\n" + no_property, encoding="utf-8")
+    out, sha = tmp_path / "t.yaml", "ab" * 32
+    argv = ["mine", str(repo.root), "--out", str(out), "--workspace-sdist", "pkg==1.0", "--tree", str(tree)]
+    assert main(argv) == 2  # no --sha256
+    assert main([*argv, "--sha256", sha]) == 0
+    tasks = yaml.safe_load(out.read_text(encoding="utf-8"))["tasks"]
+    assert [t["meta"]["commit"] for t in tasks] == sorted([c["fix"], c["insert"]], key=lambda s: s[:7])
+    assert all(t["workspace"] == {"sdist": "pkg==1.0", "sha256": sha} for t in tasks)
+    greet = next(t for t in tasks if t["meta"]["commit"] == c["fix"])["gold"]
+    assert greet == [{"path": "src/pkg/core.py", "start": 5, "end": 9, "anchor": "def greet("}]

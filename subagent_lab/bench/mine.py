@@ -7,7 +7,7 @@ removes it (``FILTERS``; docs/benchmarks-mined.md states each rule):
 looks like a bot (``BOT``).
 3. ``revert``: ``Revert ...`` or "This reverts commit". 4. ``version``: a release or version bump
 (``VERSION``). 5. ``not-a-request``: the subject, after a ``component:`` or ``[tag]`` prefix is cut,
-does not start with one of ``VERBS``, or fewer than three words are left once issue references are
+does not start with one of ``commit_text.VERBS``, or fewer than three words are left once issue references are
 stripped. 6. ``no-source``: no changed source file (``is_source``). 7. ``too-many-files``: more than
 four source files. 8. ``rename-only``: every source change is a pure rename. 9. ``formatting-only``:
 every changed source file has the same AST before and after (comments, layout). 10.
@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from subagent_lab.bench.commit_text import PROMPT_TEMPLATE, reads_as_request, request_text
 from subagent_lab.bench.units import (
     Unit,
     enclosing_insertion,
@@ -44,24 +45,6 @@ from subagent_lab.bench.units import (
 )
 from subagent_lab.core.types import ConfigError
 
-PROMPT_TEMPLATE = (
-    "In this code base, which functions or classes would you change to make this change: «{request}»? "
-    "Cite them."
-)
-"""The fixed wording of every mined prompt; ``request`` is the cleaned commit subject (+ a short
-first body paragraph)."""
-
-VERBS = frozenset([
-    "fix", "add", "support", "allow", "handle", "make", "use", "raise", "avoid", "improve",
-    "implement", "prevent", "ensure", "return", "accept", "correct", "remove", "respect",
-    "preserve", "detect", "expose", "reject", "treat", "honor", "honour", "speed", "optimize",
-    "optimise", "change", "rename", "replace", "convert", "normalize", "normalise", "validate",
-    "warn", "skip", "ignore", "check", "extend", "enable", "disable", "introduce", "refactor",
-    "simplify", "clean", "restore", "keep", "stop", "let", "pass", "include", "exclude",
-    "deprecate", "drop", "provide", "catch", "emit", "parse", "format", "escape", "strip", "sort",
-    "display", "show", "render", "properly", "correctly"
-])  # fmt: skip
-"""First words (case-insensitive) that make a subject read as a request; ``-s``/``-ed`` forms too."""
 BOT = re.compile(
     r"\[bot\]|(^|[^a-z])bot@|dependabot|renovate|pre-commit-ci|github-actions|greenkeeper|pyup|"
     r"allcontributors|imgbot|snyk",
@@ -84,12 +67,9 @@ FILTERS = tuple([
     "root", "merge", "bot", "revert", "version", "not-a-request", "no-source", "too-many-files",
     "rename-only", "formatting-only", "docstring-only", "unparsable", "module-level", "too-many-units"
 ])  # fmt: skip
-_REFS = [
-    r"\(\s*(?:(?:fix(?:e[sd])?|close[sd]?|resolve[sd]?|refs?|see|for)\s+)?(?:[\w.-]+/[\w.-]+)?(?:#|gh-)\d+"
-    r"(?:\s*,\s*(?:#|gh-)\d+)*\s*\)",
-    r"\b(?:fix(?:e[sd])?|close[sd]?|resolve[sd]?|refs?|see)\s+(?:[\w.-]+/[\w.-]+)?(?:#|gh-)\d+",
-    r"(?:[\w.-]+/[\w.-]+)?(?:#|\bgh-)\d+\b",
-]
+
+
+__all__ = ["PROMPT_TEMPLATE", "MineResult", "MinedTask", "mine", "reads_as_request", "remap", "request_text"]
 
 
 @dataclass(frozen=True)
@@ -209,40 +189,6 @@ def is_source(path: str) -> bool:
     if p.suffix != ".py" or name in SKIP_FILES or name.startswith("test_") or name.endswith("_test.py"):
         return False
     return not any(part.lower() in SKIP_PARTS for part in p.parts[:-1])
-
-
-def request_text(message: str) -> str:
-    """The request a commit message states: its subject, without prefixes and issue references,
-    plus its first body paragraph when that is short (≤ 200 characters, no URL, no trailer)."""
-    subject, _, body = message.strip().partition("\n")
-    text = _clean(re.sub(r"^(\[[^\]]*\]\s*|[\w./-]+(\([^)]*\))?!?:\s+)+", "", subject.strip()))
-    paragraph = " ".join(body.strip().split("\n\n", 1)[0].split()) if body.strip() else ""
-    if paragraph and len(paragraph) <= 200 and "://" not in paragraph and not _trailer(paragraph):
-        cleaned = _clean(paragraph)
-        if len(re.findall(r"\w+", cleaned)) >= 2:
-            text = f"{text}. {cleaned}"
-    return text
-
-
-def _trailer(paragraph: str) -> bool:
-    return bool(re.match(r"^[\w-]+(-by)?:\s", paragraph)) or paragraph.startswith(("*", "-", "This reverts"))
-
-
-def _clean(text: str) -> str:
-    for pattern in _REFS:
-        text = re.sub(pattern, "", text, flags=re.I)
-    return " ".join(text.split()).strip(" ,;:-.").strip()
-
-
-def reads_as_request(request: str) -> bool:
-    """The request's first word is one of ``VERBS`` (or its -s/-es/-ed/-d form); three words at least."""
-    words = request.split()
-    if len(words) < 3:
-        return False
-    first = words[0].lower().strip("`'\",.")
-    stems = {first, first.removesuffix("s"), first.removesuffix("es"), first.removesuffix("ed"),
-             first.removesuffix("d")}  # fmt: skip
-    return bool(stems & VERBS)
 
 
 def subject_filter(commit: Commit) -> str | None:

@@ -172,10 +172,16 @@ def test_cli_writes_a_deterministic_task_file(history: tuple[Repo, dict[str, str
     tasks = {t["id"]: t for t in data["tasks"]}
     fix = tasks[f"pkg-{c['fix'][:7]}"]
     assert fix["kind"] == "localize"
-    assert fix["workspace"] == {"git": os.path.relpath(repo.root, out[0].parent), "rev": c["init"]}
+    assert fix["workspace"] == {"git": str(repo.root.resolve()), "rev": c["init"]}
     assert fix["gold"] == [{"path": "pkg/core.py", "start": 4, "end": 8, "anchor": "def greet("}]
     assert fix["meta"]["units"] == ["pkg.core.greet"] and fix["meta"]["parent"] == c["init"]
     assert list(tasks) == sorted(tasks)
+    inside = repo.root / "bench" / "tasks.yaml"  # a task file inside the repository: relative
+    assert main(["mine", str(repo.root), "--out", str(inside)]) == 0
+    assert {t["workspace"]["git"] for t in yaml.safe_load(inside.read_text(encoding="utf-8"))["tasks"]} == {
+        ".."
+    }
+    inside.unlink()
 
 
 def test_remap_finds_units_by_qualified_name_in_another_tree(

@@ -35,6 +35,8 @@ def cmd_mine(args: argparse.Namespace) -> int:
         raise ConfigError("--workspace-sdist needs --sha256 (64 hex digits) and --tree (the unpacked sdist)")
     result = mine.mine(repo, args.revs, name=args.name)
     repo_ref = os.path.relpath(repo.resolve(), out.resolve().parent)
+    if ".." in Path(repo_ref).parts and set(Path(repo_ref).parts) != {".."}:
+        repo_ref = str(repo.resolve())  # neither holds the other: relative would only be fragile
     tasks = []
     missing = 0
     for task in result.tasks:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from subagent_lab.cli import lab as cli_lab
+from subagent_lab.cli import mine as cli_mine
 from subagent_lab.config.profiles import LabConfig, load_config
 from subagent_lab.core.types import ConfigError
 from subagent_lab.local_models import server, weights
@@ -121,6 +122,7 @@ COMMANDS: list[Command] = [
     Command("rerun", "run a recorded child again from its start", cli_lab.cmd_rerun, cli_lab.args_rerun),
     Command("sweep", "run (or resume) a light-vs-main explore sweep", cli_lab.cmd_sweep, cli_lab.args_sweep),
     Command("report", "write a sweep's HTML report", cli_lab.cmd_report, cli_lab.args_report),
+    Command("mine", "mine a git history into localize tasks", cli_mine.cmd_mine, cli_mine.args_mine),
     Command("check", "validate profiles.yaml and list models and profiles", cli_lab.cmd_check),
     Command(
         "schema",

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
@@ -59,9 +60,15 @@ SuiteName = Literal["dev", "dev-tree", "test"]
 SUITES: tuple[SuiteName, ...] = ("dev", "dev-tree", "test")
 """The built-in suite ids ``load_suite`` accepts; anything else is a task file's path."""
 
-SUITE_FILES: dict[str, Path] = {}
+SUITE_FILES: dict[str, Path] = {
+    "mined-dev": Path(__file__).with_name("tasks_mined_dev.yaml"),
+    "mined-test": Path(__file__).with_name("tasks_mined_test.yaml"),
+}
 """More built-in suites: id -> task file (a mined suite registers its files here; ``load_suite``,
 sweeps and ``subagent-lab sweep --tasks`` then take the id)."""
+
+WORKSPACE_WORKERS = 4
+"""Workspaces ``validate_tasks`` makes at once (downloads and unpacking of sdists, git checkouts)."""
 
 DEFAULT_SUITE_PATH = Path(__file__).with_name("tasks.yaml")
 TEST_SUITE_PATH = Path(__file__).with_name("tasks_test.yaml")
@@ -182,19 +189,21 @@ def validate_tasks(
     else:
         tasks, label = list(source), where or "tasks"
     problems: list[str] = []
-    roots: dict[str, Path | None] = {}
+    first: dict[str, BenchTask] = {}
     for task in tasks:
-        key = task.workspace.model_dump_json()
-        if key not in roots:
-            try:
-                roots[key] = task.workspace_root(fetch=fetch)
-            except FieldError as exc:
-                roots[key] = None
-                problems.append(f"{label}: task {task.id!r}: workspace.{exc.field}: {exc}")
-            except ConfigError as exc:
-                roots[key] = None
-                problems.append(f"{label}: task {task.id!r}: workspace: {exc}")
-        root = roots[key]
+        first.setdefault(task.workspace.model_dump_json(), task)
+    # Distinct workspaces are made side by side: a mined suite names a hundred sdists, and each
+    # download waits on the network far more than on a core.
+    with ThreadPoolExecutor(max_workers=WORKSPACE_WORKERS) as pool:
+        made = dict(
+            zip(first, pool.map(lambda t: _workspace_root(t, fetch, label), first.values()), strict=True)
+        )
+    roots: dict[str, Path | None] = {}
+    for key, (root, problem) in made.items():
+        roots[key] = root
+        problems += [problem] if problem else []
+    for task in tasks:
+        root = roots[task.workspace.model_dump_json()]
         if root is not None:
             problems += [
                 f"{label}: task {task.id!r}: {field}: {what}" for field, what in gold_problems(task, root)
@@ -202,6 +211,16 @@ def validate_tasks(
     if problems:
         raise ConfigError("\n".join(problems))
     return tasks
+
+
+def _workspace_root(task: BenchTask, fetch: bool, label: str) -> tuple[Path | None, str | None]:
+    """``task``'s workspace root, or None and the problem naming the file, the task and the field."""
+    try:
+        return task.workspace_root(fetch=fetch), None
+    except FieldError as exc:
+        return None, f"{label}: task {task.id!r}: workspace.{exc.field}: {exc}"
+    except ConfigError as exc:
+        return None, f"{label}: task {task.id!r}: workspace: {exc}"
 
 
 def task_file_schema() -> dict[str, Any]:

@@ -325,21 +325,23 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def args_tasks(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", help="a task file (YAML or JSONL) or a built-in suite id")
+    parser.add_argument("file", nargs="+", help="task files (YAML or JSONL) or built-in suite ids")
     parser.add_argument(
         "--no-fetch", action="store_true", help="make no checkout and fetch no sdist (check what is there)"
     )
+    parser.add_argument("--quiet", action="store_true", help="print one line per file, not every task")
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
     """Load a task file, make its workspaces (git checkouts, sdists) and check its gold; list it."""
     from subagent_lab.bench.suite import validate_tasks
 
-    tasks = validate_tasks(args.file, fetch=not args.no_fetch)
-    for task in tasks:
-        gold = f"{len(task.gold)} gold" if task.scored else "not scored"
-        print(f"{task.id:32} {task.kind:9} {task.split:4} {gold:10} {task.workspace.label}")
-    print(f"{args.file}: {len(tasks)} tasks OK")
+    for file in args.file:
+        tasks = validate_tasks(file, fetch=not args.no_fetch)
+        for task in [] if args.quiet else tasks:
+            gold = f"{len(task.gold)} gold" if task.scored else "not scored"
+            print(f"{task.id:32} {task.kind:9} {task.split:4} {gold:10} {task.workspace.label}")
+        print(f"{file}: {len(tasks)} tasks OK")
     return 0
 
 

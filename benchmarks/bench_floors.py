@@ -32,7 +32,8 @@ import pandas as pd
 
 from subagent_lab.analysis.headline import lift_table, readable_lift, strongest_floor
 from subagent_lab.analysis.stats import mean_ci
-from subagent_lab.bench.suite import BenchTask, load_suite
+from subagent_lab.bench.score import LOC_COLUMNS
+from subagent_lab.bench.suite import BenchTask, load_suite, suite_label
 from subagent_lab.config.profiles import default_config_path, load_config
 from subagent_lab.core.types import ModelChoice
 from subagent_lab.experiments.spec import RunSpec, Variant
@@ -40,15 +41,19 @@ from subagent_lab.experiments.sweep import execute_run
 
 FLOOR_MODELS: tuple[ModelChoice, ...] = ("none", "retrieval")
 COLUMNS = ["split", "task_id", "kind", "model_choice", "scaffold", "terminal_reason", "status",
-           "contract_valid", "quality", "strict_line_recall", "gold_recall_file", "total_tokens",
-           "steps", "elapsed_s"]  # fmt: skip
+           "contract_valid", "quality", "strict_line_recall", "gold_recall_file", *LOC_COLUMNS,
+           "total_tokens", "steps", "elapsed_s"]  # fmt: skip
 """The columns saved: enough to re-print every table (``--from``)."""
+LOC_SHOWN = (("file Acc@5*", "file_acc_at5"), ("function Acc@5*", "func_acc_at5"),
+             ("function hit@5*", "func_hit_at5"), ("unit recall@4*", "unit_recall_at4"))  # fmt: skip
+"""The field's localization metrics printed per floor (docs/numbers.md)."""
+SCORED = ("quality", "strict_line_recall", "gold_recall_file", *LOC_COLUMNS)
 
 
 def tasks_of(source: str) -> tuple[str, list[BenchTask]]:
     """A split's name (``dev``, ``test``) or a task file's stem, and its tasks."""
     tasks = load_suite(source)
-    return (source if source in ("dev", "dev-tree", "test") else Path(source).stem), tasks
+    return (source if source in ("dev", "dev-tree", "test") else suite_label(source)), tasks
 
 
 def loop_rows(name: str, tasks: list[BenchTask], scaffold: str, out: Path) -> list[dict[str, object]]:
@@ -86,7 +91,7 @@ def whole_unit_rows(name: str, tasks: list[BenchTask], k: int) -> list[dict[str,
             "split": name, "task_id": task.id, "kind": task.kind, "model_choice": "retrieval-whole",
             "scaffold": "no loop", "terminal_reason": "completed", "status": "completed",
             "contract_valid": True, "total_tokens": 0, "steps": 0, "elapsed_s": time.monotonic() - started,
-            **{key: score[key] for key in ("quality", "strict_line_recall", "gold_recall_file")},
+            **{key: score[key] for key in SCORED},
         })  # fmt: skip
     return rows
 
@@ -109,10 +114,16 @@ def report(df: pd.DataFrame) -> None:
             mine = present[present["model_choice"] == arm]
             strict, files = mean_ci(mine, "strict_line_recall"), mean_ci(mine, "gold_recall_file")
             ended = {str(k): int(v) for k, v in rows["terminal_reason"].value_counts().items()}
+            loc = [
+                f"{label} {ci.mean:.2f} [{ci.low:.2f}, {ci.high:.2f}]"
+                for label, column in LOC_SHOWN
+                if column in mine and mine[column].notna().any()
+                for ci in [mean_ci(mine, column)]
+            ]
             print(
                 f"  {arm}: strict recall* {strict.mean:.2f} [{strict.low:.2f}, {strict.high:.2f}], "
-                f"file recall* {files.mean:.2f} [{files.low:.2f}, {files.high:.2f}], median tokens "
-                f"{rows['total_tokens'].median():.0f}, ended {ended}, contract valid "
+                f"file recall* {files.mean:.2f} [{files.low:.2f}, {files.high:.2f}], {', '.join(loc)}, "
+                f"median tokens {rows['total_tokens'].median():.0f}, ended {ended}, contract valid "
                 f"{rows['contract_valid'].mean():.2f}"
             )
         print("  * over the present tasks")

@@ -41,6 +41,7 @@ _EXPORTS: dict[str, str] = {
     "bench_task": "subagent_lab.api.views",
     "bench_workspace": "subagent_lab.api.views",
     "load_tasks": "subagent_lab.bench.suite",
+    "mine": "subagent_lab.api.mining",
     "validate_tasks": "subagent_lab.bench.suite",
     "score": "subagent_lab.api.views",
     "inspect": "subagent_lab.api.views",
@@ -84,6 +85,7 @@ __all__ = [  # the names of _EXPORTS (a test keeps the two equal)
     "load_config",
     "load_runs",
     "load_tasks",
+    "mine",
     "pick_trace",
     "plot_budget_curve",
     "plot_terminal_reasons",
@@ -121,6 +123,7 @@ if TYPE_CHECKING:  # what editors and mypy see; at run time __getattr__ loads ea
         terminal_reasons,
     )
     from subagent_lab.api.inspect_export import to_inspect
+    from subagent_lab.api.mining import mine
     from subagent_lab.api.report import write_report
     from subagent_lab.api.rerun import rerun
     from subagent_lab.api.runs import explore, run, run_parent, sweep

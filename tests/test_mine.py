@@ -6,6 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -240,3 +241,30 @@ def test_cli_maps_gold_into_an_sdist_tree(history: tuple[Repo, dict[str, str]], 
     assert all(t["workspace"] == {"sdist": "pkg==1.0", "sha256": sha} for t in tasks)
     greet = next(t for t in tasks if t["meta"]["commit"] == c["fix"])["gold"]
     assert greet == [{"path": "src/pkg/core.py", "start": 5, "end": 9, "anchor": "def greet("}]
+
+
+def test_mine_then_sweep_prints_the_lift_table(
+    history: tuple[Repo, dict[str, str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """End to end as a user runs it: `subagent-lab mine` then `subagent-lab sweep --tasks`, the two
+    floors (no model), the lift table with the strongest floor named."""
+    repo, c = history
+    raw = yaml.safe_load((Path(__file__).resolve().parent.parent / "profiles.yaml").read_text())
+    root = Path(__file__).resolve().parent.parent
+    for prof in raw["profiles"].values():
+        prof["system_prompt_file"] = str(root / prof["system_prompt_file"])
+    raw["trace_dir"] = str(tmp_path / "runs")
+    config = tmp_path / "profiles.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    tasks = tmp_path / "mined.yaml"
+    assert main(["mine", str(repo.root), "--revs", f"{c['init']}..HEAD", "--out", str(tasks)]) == 0
+    assert "tasks written to" in capsys.readouterr().out
+    argv = ["--config", str(config), "sweep", "--tasks", str(tasks), "--models", "none,retrieval"]
+    assert main([*argv, "--out", str(tmp_path / "sw")]) == 0
+    out = capsys.readouterr().out
+    assert "Quality, lift over" in out and "strongest floor" in out
+    results = next((tmp_path / "sw").rglob("results.csv"))
+    df = pd.read_csv(results)
+    n_tasks = len(yaml.safe_load(tasks.read_text(encoding="utf-8"))["tasks"])
+    assert len(df) == 2 * n_tasks and set(df["model_choice"]) == {"none", "retrieval"}
+    assert df["func_acc_at5"].notna().all() and (df["terminal_reason"] == "completed").all()

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import os
-import re
 from pathlib import Path
 
-from subagent_lab.bench import mine
+from subagent_lab.bench.mine_file import SdistTarget, mine_to_file
 from subagent_lab.core.types import ConfigError
 
 
@@ -29,29 +27,13 @@ def args_mine(parser: argparse.ArgumentParser) -> None:
 
 def cmd_mine(args: argparse.Namespace) -> int:
     """Mine the commits, print what each filter removed, write the task file."""
-    repo, out = Path(args.repo), Path(args.out)
-    sdist = args.workspace_sdist
-    if sdist and not (args.sha256 and args.tree and re.fullmatch(r"[0-9a-f]{64}", args.sha256)):
-        raise ConfigError("--workspace-sdist needs --sha256 (64 hex digits) and --tree (the unpacked sdist)")
-    result = mine.mine(repo, args.revs, name=args.name)
-    repo_ref = os.path.relpath(repo.resolve(), out.resolve().parent)
-    if ".." in Path(repo_ref).parts and set(Path(repo_ref).parts) != {".."}:
-        repo_ref = str(repo.resolve())  # neither holds the other: relative would only be fragile
-    tasks = []
-    missing = 0
-    for task in result.tasks:
-        if sdist:
-            mapped = mine.remap(task, Path(args.tree))
-            if mapped is None:
-                missing += 1
-                continue
-            tasks.append(mapped.to_dict({"sdist": sdist, "sha256": args.sha256}, str(repo)))
-        else:
-            tasks.append(task.to_dict({"git": repo_ref, "rev": task.commit.parents[0]}, str(repo)))
-    removed = ", ".join(f"{name} {result.removed[name]}" for name in mine.FILTERS if result.removed[name])
-    print(f"{result.commits} commits; removed: {removed or 'none'}")
-    if sdist:
-        print(f"{missing} tasks dropped: a gold unit is not in the sdist tree {args.tree}")
-    mine.write_tasks(out, tasks, suite=out.stem, split=args.split)
-    print(f"{len(tasks)} tasks written to {out}")
+    sdist = None
+    if args.workspace_sdist:
+        if not (args.sha256 and args.tree):
+            raise ConfigError(
+                "--workspace-sdist needs --sha256 (64 hex digits) and --tree (the unpacked sdist)"
+            )
+        sdist = SdistTarget(args.workspace_sdist, args.sha256, Path(args.tree))
+    mined = mine_to_file(args.repo, args.out, revs=args.revs, name=args.name, split=args.split, sdist=sdist)
+    print(mined.summary())
     return 0

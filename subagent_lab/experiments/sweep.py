@@ -136,12 +136,18 @@ def execute_run(run: RunSpec, model_factory: ModelFactory | None = None) -> dict
         row = result_row(run, result.model_dump(mode="json"), score.model_dump(mode="json") if score else {})
         row.update(origin_columns(events or []))
         ran = scaffold_hash({k: getattr(profile, k) for k in sorted(SCAFFOLD_FIELDS)})
+        # The retrieval floor holds the symbol tools whatever the preset (its definition), so its
+        # run is labelled by the preset it was asked under: the floor of that scaffold's models.
+        asked = ran
+        if run.model == "retrieval" and run.scaffold is None:
+            as_none = launcher.resolve_profile(request.model_copy(update={"model": "none"}))
+            asked = scaffold_hash({k: getattr(as_none, k) for k in sorted(SCAFFOLD_FIELDS)})
         row.update(
             max_steps=profile.max_steps,
             context_token_budget=profile.context_token_budget,
             total_token_budget=profile.total_token_budget,
             scaffold_hash=ran,
-            scaffold=run.scaffold or _preset_named(lab, ran),
+            scaffold=run.scaffold or _preset_named(lab, asked),
             policies=",".join(result.policies),
             model_steps=folded.action_calls if folded else None,
             forced_actions=folded.forced_actions if folded else None,

@@ -22,6 +22,7 @@ Usage: python benchmarks/bench_explore.py [--splits dev,test] [--models none,lig
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -88,6 +89,17 @@ def retrieval_rows(split: str, tasks: tuple[str, ...], k: int) -> pd.DataFrame:
             **{key: score[key] for key in ("quality", "strict_line_recall", "gold_recall_file")},
         })  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def sample_tasks(split: str, n: int) -> tuple[str, ...]:
+    """The sample rule, written before any model ran on a mined split: the ``n`` tasks whose ids
+    have the smallest SHA-256 (hex of the UTF-8 id), in suite order. Deterministic, blind to the
+    tasks' text and to every result, the same on every machine."""
+    from subagent_lab.bench.suite import load_suite
+
+    ids = [t.id for t in load_suite(split)]
+    chosen = set(sorted(ids, key=lambda i: hashlib.sha256(i.encode("utf-8")).hexdigest())[:n])
+    return tuple(i for i in ids if i in chosen)
 
 
 def _signed(x: float) -> str:
@@ -207,6 +219,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--splits", default="dev,test")
     parser.add_argument("--tasks", default="all", help="task ids, 'smoke', 'all' or a kind, comma-separated")
+    parser.add_argument(
+        "--sample", type=int, default=0,
+        help="N tasks of each split by the sample rule (sample_tasks), fixed before any run; 0: --tasks",
+    )  # fmt: skip
     parser.add_argument("--models", default="none,light,main")
     parser.add_argument("--scaffolds", default="plain,aided")
     parser.add_argument("--repeats", type=int, default=1)
@@ -254,10 +270,11 @@ def main() -> int:
     frames = []
     started, started_at, load_start = time.monotonic(), datetime.now(UTC), _load()
     for split in args.splits.split(","):
+        chosen = sample_tasks(split, args.sample) if args.sample else tuple(args.tasks.split(","))
         spec = SweepSpec(
             name=f"{args.name}-{split}",
             split=split,
-            tasks=tuple(args.tasks.split(",")),
+            tasks=chosen,
             models=tuple(args.models.split(",")),
             scaffolds=tuple(args.scaffolds.split(",")),
             variants=(Variant(label="cli" if overrides else "default", overrides=overrides),),

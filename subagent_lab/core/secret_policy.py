@@ -61,22 +61,34 @@ _BACKUP = re.compile(
 """Backup and editor copies: ``#x#``, ``.x.swp``, ``x~``, ``x.~1~``, ``x.bak``, ``x.orig`` ..."""
 
 
-def _base64_prefix(header: str) -> str:
-    # The base64 text of a header's first whole 3-byte groups: what any base64 encoding of a
-    # block starting with that header starts with.
+def _base64_prefixes(header: str) -> tuple[str, ...]:
+    """The base64 text any encoding of ``header`` contains, at each of the 3 byte alignments.
+
+    A header at a byte offset ``k`` of the encoded data (a service-account JSON whose
+    ``private_key`` sits 200 bytes in, base64-encoded whole) shows in the base64 text as the
+    encoding of ``k mod 3`` unknown bytes followed by the header: the characters that depend only
+    on the header's bytes are kept, those mixing in an unknown byte (before or after) are not.
+    """
     data = header.encode()
-    return base64.b64encode(data[: len(data) // 3 * 3]).decode()
+    out: list[str] = []
+    for shift in range(3):
+        padded = b"\0" * shift + data
+        whole = len(padded) // 3 * 3
+        text = base64.b64encode(padded[:whole]).decode()
+        out.append(text[(0, 2, 3)[shift] :])  # 1 unknown byte taints 2 characters, 2 taint 3
+    return tuple(out)
 
 
-BASE64_KEY_PREFIXES: tuple[str, ...] = tuple(
-    _base64_prefix(h)
-    for h in (
-        "-----BEGIN PRIVATE KEY", "-----BEGIN RSA PRIVATE KEY", "-----BEGIN EC PRIVATE KEY",
-        "-----BEGIN DSA PRIVATE KEY", "-----BEGIN OPENSSH PRIVATE KEY", "-----BEGIN ENCRYPTED PRIVATE KEY",
-        "-----BEGIN PGP PRIVATE KEY BLOCK", "---- BEGIN SSH2 ENCRYPTED PRIVATE KEY",
-    )
+_KEY_HEADERS = (
+    "-----BEGIN PRIVATE KEY", "-----BEGIN RSA PRIVATE KEY", "-----BEGIN EC PRIVATE KEY",
+    "-----BEGIN DSA PRIVATE KEY", "-----BEGIN OPENSSH PRIVATE KEY", "-----BEGIN ENCRYPTED PRIVATE KEY",
+    "-----BEGIN PGP PRIVATE KEY BLOCK", "---- BEGIN SSH2 ENCRYPTED PRIVATE KEY",
 )  # fmt: skip
-"""How base64-encoded private keys begin (a Kubernetes Secret's ``tls.key: LS0tLS1CRUdJTi...``)."""
+BASE64_KEY_PREFIXES: tuple[str, ...] = tuple(p for h in _KEY_HEADERS for p in _base64_prefixes(h))
+"""How base64-encoded private keys look, at any of the 3 alignments (a Kubernetes Secret's
+``tls.key: LS0tLS1CRUdJTi...``, or a whole service-account JSON base64-encoded)."""
+BASE64_KEY_NEEDLES: tuple[str, ...] = tuple(sorted({p[:6] for p in BASE64_KEY_PREFIXES}))
+"""Six-character heads of ``BASE64_KEY_PREFIXES``: any base64-encoded key contains one."""
 
 PRIVATE_KEY_MARKER = re.compile(
     rb"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|PuTTY-User-Key-File-\d"

@@ -40,6 +40,11 @@ SECRET_NAME_GLOBS: tuple[str, ...] = (
     "*.tfstate", "*.tfstate.*", "*.p8", "credentials.tfrc.json", "settings-security.xml", "rclone.conf",
     ".bash_history", ".zsh_history", ".sh_history", ".psql_history", ".mysql_history", ".python_history",
     ".rediscli_history", ".sqlite_history", ".node_repl_history", ".lesshst", ".viminfo",
+    # issue 39: Kubernetes image-pull secrets, secrets files of SOPS/Helm/Rails/Ansible style
+    ".dockerconfigjson", "dockerconfigjson", "secrets.yaml", "secrets.yml", "secrets.json", "secrets.toml",
+    "secrets.*.yaml", "secrets.*.yml", "secrets.*.json", "secret.yaml", "secret.yml", "secret.json",
+    "*.secrets.yaml", "*.secrets.yml", "*.secrets.json", "master.key", "credentials.yml.enc", "vault.yml",
+    ".yarnrc.yml", "auth.json", ".htdigest", "keyring.cfg",
 )  # fmt: skip
 """File-name patterns (matched case-insensitively on the last component) that count as secret."""
 
@@ -48,6 +53,11 @@ SECRET_PATH_RUNS: tuple[tuple[str, ...], ...] = (
     (".cargo", "credentials"), (".cargo", "credentials.toml"), (".gem", "credentials"),
     (".m2", "settings.xml"), (".terraform.d",), (".config", "rclone"), (".config", "gh"),
     (".local", "share", "keyrings"), (".mozilla",), (".config", "google-chrome"), (".config", "chromium"),
+    # issue 39: a remote URL with a token (https://x-access-token:ghs_...@github.com/...) and the
+    # stores git keeps credentials in; the rest of .git is not secret.
+    (".git", "config"), (".git", "credentials"), (".git", "modules"),
+    (".gradle", "gradle.properties"), (".nuget", "nuget", "nuget.config"), (".config", "pip", "pip.conf"),
+    (".config", "containers", "auth.json"), (".config", "helm", "repositories.yaml"),
 )  # fmt: skip
 """Runs of path components (case-insensitive) that are secret wherever they occur; a run that
 names a directory covers everything below it (gh tokens, gcloud and 1Password stores)."""

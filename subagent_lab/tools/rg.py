@@ -89,6 +89,10 @@ class SearchRun:
     glob: str | None = None  # the caller's glob: rg then searches .gitignored files too
     prefix: str = ""  # rg ran inside the searched directory: its paths are below this one
     stdin_path: str | None = None  # rg read the searched file from stdin: its path
+    fd_paths: dict[str, str] = field(default_factory=dict)
+    """rg searched descriptors (``/proc/self/fd/N``) opened by the walk: their workspace paths."""
+    held: list[dict[str, Any]] = field(default_factory=list)
+    """The current file's messages, held until rg says whether it is binary (descriptor mode)."""
 
 
 def _display_line(data: dict[str, Any], is_match: bool, width: int = MAX_LINE_CHARS) -> str:
@@ -115,13 +119,15 @@ def _normalise(path: str) -> str:
 
 def _run(
     ws: Workspace, args: list[str], max_results: int, files_only: bool, line_chars: int = MAX_LINE_CHARS,
-    glob: str | None = None, pinned: _Pinned | None = None,
+    glob: str | None = None, pinned: _Pinned | None = None, run: SearchRun | None = None,
+    pass_fds: Sequence[int] = (), deadline: float | None = None,
 ) -> SearchRun:  # fmt: skip
     """Run rg, parse its JSON stream incrementally, stop once enough results are in.
 
     ``pinned``: the searched directory's descriptor (rg runs in it) or the searched file's
-    (rg reads it from stdin), so that what is searched is what was resolved."""
-    run = SearchRun(glob=glob)
+    (rg reads it from stdin), so that what is searched is what was resolved. ``run``: add to
+    this run (a batch of descriptors ``pass_fds``); ``deadline``: the whole search's."""
+    run = run if run is not None else SearchRun(glob=glob)
     cwd: str | Path = ws.root
     stdin: int = subprocess.DEVNULL
     if pinned is not None:
@@ -130,9 +136,11 @@ def _run(
             cwd = f"/proc/self/fd/{pinned.fd}"  # entered by the child before exec: the pinned directory
         else:
             stdin = pinned.fd
-    proc = subprocess.Popen(args, cwd=cwd, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        args, cwd=cwd, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=tuple(pass_fds)
+    )
     assert proc.stdout is not None and proc.stderr is not None
-    deadline = time.monotonic() + TIMEOUT_S
+    deadline = deadline if deadline is not None else time.monotonic() + TIMEOUT_S
     selector = selectors.DefaultSelector()
     selector.register(proc.stdout, selectors.EVENT_READ, "out")
     selector.register(proc.stderr, selectors.EVENT_READ, "err")
@@ -175,7 +183,7 @@ def _run(
         run.returncode = proc.wait()
         proc.stdout.close()
         proc.stderr.close()
-    run.stderr = errors.decode("utf-8", errors="replace").strip()
+    run.stderr = (run.stderr + "\n" + errors.decode("utf-8", errors="replace")).strip()
     return run
 
 
@@ -191,11 +199,33 @@ def _consume(
     if kind == "summary":
         run.finished = True
         return False
+    if run.fd_paths:  # descriptor mode: a file's lines count once rg has read it all
+        if kind == "begin":
+            run.held = []
+        elif kind in ("match", "context"):
+            run.held.append(message)
+        elif kind == "end":
+            held, run.held = run.held, []
+            if message["data"].get("binary_offset") is None:  # rg's walk skips binary files
+                return any(_take(ws, run, m, max_results, files_only, line_chars) for m in held)
+        return False
     if kind not in ("match", "context"):
         return False
+    return _take(ws, run, message, max_results, files_only, line_chars)
+
+
+def _take(
+    ws: Workspace, run: SearchRun, message: dict[str, Any], max_results: int, files_only: bool,
+    line_chars: int,
+) -> bool:  # fmt: skip
+    """Add one match or context line to ``run``; True once more than ``max_results`` are seen."""
+    kind = message["type"]
     data = message["data"]
     raw_path = _text(data["path"])
-    path = run.stdin_path if run.stdin_path is not None else run.prefix + _normalise(raw_path)
+    if run.fd_paths:
+        path = run.fd_paths[raw_path]
+    else:
+        path = run.stdin_path if run.stdin_path is not None else run.prefix + _normalise(raw_path)
     if ws.hidden_from_search(path, glob=run.glob):  # secrets; .gitignored files a glob re-included
         return False
     if kind == "match":
@@ -215,25 +245,36 @@ def _consume(
 
 def _build_args(
     ws: Workspace, patterns: Sequence[str], target: str, glob: str | None, case_insensitive: bool,
-    context: int, files_only: bool, max_results: int, fixed_strings: bool = False,
+    context: int, files_only: bool, max_results: int, fixed_strings: bool = False, *,
+    files: Sequence[str] = (),
 ) -> list[str]:  # fmt: skip
+    """rg's arguments; with ``files`` (descriptor paths the walk opened), rg searches those, in
+    that order, and none of the walk's filters is passed (the walk applied them)."""
+    order = ["--threads", "1"] if files else ["--sort", "path"]
     args = [
-        _rg_binary(), "--json", "--no-config", "--no-follow", "--hidden", "--sort", "path",
+        _rg_binary(), "--json", "--no-config", "--no-follow", "--hidden", *order,
         "--max-filesize", str(MAX_FILESIZE), "--regex-size-limit", REGEX_SIZE_LIMIT,
         "--dfa-size-limit", REGEX_SIZE_LIMIT, "--max-count", str(1 if files_only else max_results + 1),
-        # only the workspace's own ignore files count, never the user's global ones
-        "--no-ignore-parent", "--no-ignore-global", "--no-require-git",
         "--ignore-case" if case_insensitive else "--case-sensitive",
     ]  # fmt: skip
-    if not ws.honour_gitignore:
-        args.append("--no-ignore")
     if fixed_strings:
         args.append("--fixed-strings")
     if context and not files_only:
         args += ["--context", str(context)]
+    if not files:
+        args += walk_filters(ws, glob)
+    for pattern in patterns:  # several patterns: a line matching any of them matches
+        args += ["--regexp", pattern]
+    return [*args, "--", *(files or [target])]
+
+
+def walk_filters(ws: Workspace, glob: str | None) -> list[str]:
+    """rg's arguments choosing the files of a directory walk: the caller's glob, then the
+    exclusions (for rg the later glob wins: they come last)."""
+    args = [] if ws.honour_gitignore else ["--no-ignore"]
+    args += ["--no-ignore-parent", "--no-ignore-global", "--no-require-git"]
     if glob:
         args += ["--glob", glob]
-    # Exclusions come after the caller's glob: for rg the later glob wins.
     for name in sorted(DEFAULT_IGNORED_DIRS):
         args += ["--glob", f"!{name}/"]
     if not ws.allow_secrets:
@@ -241,9 +282,7 @@ def _build_args(
             args += ["--iglob", f"!{name}/"]
         for name_glob in SECRET_NAME_GLOBS:
             args += ["--iglob", f"!{name_glob}"]
-    for pattern in patterns:  # several patterns: a line matching any of them matches
-        args += ["--regexp", pattern]
-    return [*args, "--", target]
+    return args
 
 
 def check_pattern(pattern: str, glob: str | None = None) -> None:
@@ -322,12 +361,26 @@ def search(
     timed out, rejected the regex or failed.
     """
     pinned = _pin(ws, target)
-    rg_target = target if pinned is None else ("-" if pinned.stdin_path is not None else ".")
-    args = _build_args(
-        ws, patterns, rg_target, glob, case_insensitive, context, files_only, max_results, fixed_strings
-    )
     try:
-        run = _run(ws, args, max_results, files_only, line_chars, glob, pinned)
+        if pinned is not None and pinned.stdin_path is None:
+            flags = (case_insensitive, context, files_only, max_results, fixed_strings, line_chars)
+            from subagent_lab.tools.rg_files import search_walked  # it builds on this module
+
+            run = search_walked(ws, patterns, pinned, glob, *flags)
+        else:
+            rg_target = target if pinned is None else "-"
+            args = _build_args(
+                ws,
+                patterns,
+                rg_target,
+                glob,
+                case_insensitive,
+                context,
+                files_only,
+                max_results,
+                fixed_strings,
+            )
+            run = _run(ws, args, max_results, files_only, line_chars, glob, pinned)
     finally:
         if pinned is not None:
             os.close(pinned.fd)

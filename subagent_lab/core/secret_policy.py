@@ -145,8 +145,11 @@ def is_secret_dir(rel: str) -> bool:
     return _in_secret_place([part.lower() for part in _parts(rel)])
 
 
+@functools.lru_cache(maxsize=65_536)
 def is_secret_name(rel: str) -> bool:
-    """Whether a relative path names a secret by the name policy (see the module docstring)."""
+    """Whether a relative path names a secret by the name policy (see the module docstring).
+
+    Cached: a directory Grep asks it for every file it lists, and a run searches one tree often."""
     parts = [part.lower() for part in _parts(rel)]
     if not parts:
         return False

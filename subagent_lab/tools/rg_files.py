@@ -182,6 +182,7 @@ def search_walked(
     deadline = time.monotonic() + rg.TIMEOUT_S
     segments = run.segments = Segments()
     skip_secret: Callable[[str], bool] = lambda path: ws.is_secret(pinned.prefix + path)  # noqa: E731
+    failures: list[str] = []
 
     def feed(pipe: IO[bytes]) -> None:
         # Listed here, in the writer's thread: the searching rg starts (and compiles its regex)
@@ -207,6 +208,8 @@ def search_walked(
                     break
         except (BrokenPipeError, ValueError):
             pass  # rg stopped early (enough results, the deadline): nothing more to feed
+        except (ToolError, OSError) as exc:  # out of descriptors, a listing that failed
+            failures.append(str(exc))
         finally:
             files.close()
             with contextlib.suppress(BrokenPipeError, OSError):
@@ -224,4 +227,7 @@ def search_walked(
         fixed_strings,
         stream=True,
     )
-    return rg._run(ws, args, max_results, files_only, line_chars, glob, None, run, feed, deadline)
+    rg._run(ws, args, max_results, files_only, line_chars, glob, None, run, feed, deadline)
+    if failures:
+        raise ToolError(f"search failed: {failures[0]}")
+    return run

@@ -142,3 +142,24 @@ def test_a_device_or_a_link_outside_is_not_listed(tmp_path: Path) -> None:
     os.symlink(tmp_path / "host.py", root / "out.py")
     os.symlink("/dev/zero", root / "zero.py")
     assert line_texts(["out.py:1", "zero.py:1"], root) == {}
+
+
+def test_lines_fed_through_descriptors_keep_their_files_and_numbers(tmp_path: Path) -> None:
+    """Every hit and context line a directory Grep shows is that file's line at that number."""
+    root = tmp_path / "ws"
+    (root / "p").mkdir(parents=True)
+    (root / "p" / "a.py").write_text("needle first\nsecond\nthird\n")
+    (root / "p" / "b.py").write_text("one\ntwo\nneedle three")  # no final newline
+    (root / "p" / "c.py").write_text("\x00binary needle\n")  # skipped as binary
+    (root / "z.py").write_text("needle\n" + "x\n" * 50 + "needle again\n")
+    ws = Workspace(root)
+    run = search(ws, ["needle"], ".", context=2)
+    assert run.files == ["p/a.py", "p/b.py", "z.py"]
+    for hit in run.hits:
+        lines = (root / hit.path).read_text().splitlines()
+        assert lines[hit.line - 1] == hit.text, hit
+    assert [(h.path, h.line) for h in run.hits if h.is_match] == [
+        ("p/a.py", 1), ("p/b.py", 3), ("z.py", 1), ("z.py", 52)
+    ]  # fmt: skip
+    # files only, with a glob relative to the searched directory
+    assert search(ws, ["needle"], "p", glob="*.py", files_only=True).files == ["p/a.py", "p/b.py"]

@@ -1,4 +1,4 @@
-"""What issue 24's hardening costs: the Bash sandbox per call, the secret scan per observation,
+"""What issues 24 and 39's hardening costs: the Bash sandbox per call, the secret scan per observation,
 and the first-search word picker, each before and after, side by side, in one run.
 
 "Before" is the code as it was at ``BEFORE`` (loaded from git, so both sides run on this machine
@@ -12,6 +12,15 @@ plain and as the JSON trace line they are written in; the old quadratic picker a
 
 The target (issue 24): neither the sandbox per Bash call nor the scan per observation more than
 doubles. Runs take ~1-2 minutes on a 2-core machine.
+
+Issue 39 (``--tools``): Grep (a directory search now opens every file by descriptor), Read, Glob
+and a trace write (the redactor grew shapes) at ``BEFORE_39`` and now, side by side: each side
+runs in its own process (the old tree extracted with ``git archive``), alternating, best of
+``--rounds``; the workspace is a copy of a real package (jinja2's source when the workspace
+cache has it, else this repository's ``subagent_lab``). The target: no tool or trace write more
+than 1.5x slower.
+
+    .venv/bin/python benchmarks/bench_hardening.py --tools [--rounds 5]
 """
 
 from __future__ import annotations
@@ -39,6 +48,48 @@ from subagent_lab.workspace.sandbox import Workspace  # noqa: E402
 
 BEFORE = "cd66270"
 """The last commit before issue 24's changes."""
+BEFORE_39 = "c66a494"
+"""The last commit before issue 39's changes."""
+TOOL_TIMER = r"""
+import json, sys, time
+from pathlib import Path
+from subagent_lab.core.trace import ToolFinished, TraceWriter
+from subagent_lab.tools.glob import find_paths
+from subagent_lab.tools.read import read
+from subagent_lab.tools.rg import search
+from subagent_lab.workspace.sandbox import Workspace
+
+ws = Workspace(Path(sys.argv[1]))
+out = Path(sys.argv[2])
+page = read(ws, sys.argv[3], start=1, limit=400)
+cases = {
+    "Grep 'def ' (100 hits)": lambda: search(ws, ["def "], ".", max_results=100),
+    "Grep, no match (whole tree)": lambda: search(ws, ["zq_no_such_name_zq"], "."),
+    "Grep glob '*.py', 20 files": lambda: search(
+        ws, ["import"], ".", glob="*.py", files_only=True, max_results=20
+    ),
+    "Grep one file": lambda: search(ws, ["def "], sys.argv[3]),
+    "Read 400 lines": lambda: read(ws, sys.argv[3], start=1, limit=400),
+    "Glob '**/*.py'": lambda: find_paths(ws, "**/*.py"),
+}
+n = [0]
+def trace_write():
+    n[0] += 1
+    writer = TraceWriter(out / f"t{n[0]}.jsonl", "bench")
+    for i in range(50):
+        writer.emit(ToolFinished(run_id="bench", call_id=f"c{i}", tool="Read", status="ok", text=page))
+    writer.close()
+cases["trace write (50 Read events)"] = trace_write
+for fn in cases.values():
+    fn()  # warm up: imports, compiled shapes, the page cache
+result = {}
+for name, fn in cases.items():
+    runs = []
+    for _ in range(int(sys.argv[4])):
+        start = time.perf_counter(); fn(); runs.append(time.perf_counter() - start)
+    result[name] = sorted(runs)[len(runs) // 2] * 1000
+print(json.dumps(result))
+"""
 
 COMMANDS: dict[str, list[str]] = {
     "true": ["/bin/sh", "-c", "true"],
@@ -159,11 +210,72 @@ def bench_picker() -> None:
         print(f"{size:<18,}{b:>10.3f}{a:>10.4f}")
 
 
+def _bench_workspace(scratch: str, where: str | None) -> tuple[str, str]:
+    """(a copy of a real package's source, or of ``where``, and a file in it to Read)."""
+    if where:
+        dest = os.path.join(scratch, "ws")
+        subprocess.run(["cp", "-r", where, dest], check=True)
+        first = next(
+            os.path.relpath(os.path.join(d, f), dest)
+            for d, _, fs in sorted(os.walk(dest))
+            for f in fs
+            if f.endswith(".py")
+        )
+        return dest, first
+    cache = Path.home() / ".cache" / "subagent_lab" / "workspaces" / "jinja2-3.1.6"
+    source, page = (
+        (cache, "src/jinja2/environment.py") if cache.is_dir() else (REPO / "subagent_lab", "core/trace.py")
+    )
+    dest = os.path.join(scratch, "ws")
+    subprocess.run(["cp", "-r", str(source), dest], check=True)
+    return dest, page
+
+
+def bench_tools(rounds: int, where: str | None = None, repeats: int = 9) -> None:
+    """Issue 39: Grep, Read, Glob and a trace write at ``BEFORE_39`` and now (see the docstring)."""
+    with tempfile.TemporaryDirectory(prefix="bench-hardening-39-") as scratch:
+        old_tree = os.path.join(scratch, "old")
+        os.mkdir(old_tree)
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", BEFORE_39], capture_output=True, check=True
+        )
+        subprocess.run(["tar", "-x", "-C", old_tree], input=archive.stdout, check=True)
+        workspace, page = _bench_workspace(scratch, where)
+        files = sum(len(f) for _, _, f in os.walk(workspace))
+        best: dict[str, dict[str, float]] = {"before": {}, "after": {}}
+        for round_ in range(rounds):
+            for side, tree in (("before", old_tree), ("after", str(REPO))):
+                out = os.path.join(scratch, f"traces-{side}-{round_}")
+                os.mkdir(out)
+                env = {**os.environ, "PYTHONPATH": tree}
+                proc = subprocess.run(
+                    [sys.executable, "-c", TOOL_TIMER, workspace, out, page, str(repeats)],
+                    capture_output=True, text=True, env=env, cwd=tree, check=True,
+                )  # fmt: skip
+                for name, ms in json.loads(proc.stdout.strip().splitlines()[-1]).items():
+                    best[side][name] = min(best[side].get(name, float("inf")), ms)
+        print(f"\nTools and trace writes, {BEFORE_39} vs now ({files} files in the workspace; median of "
+              f"{repeats} calls, best of {rounds} alternating rounds; ms)")  # fmt: skip
+        print(f"{'call':<32}{'before':>10}{'after':>10}{'ratio':>8}")
+        for name, b in best["before"].items():
+            a = best["after"][name]
+            print(f"{name:<32}{b:>10.2f}{a:>10.2f}{a / b:>8.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=15, help="sandboxed calls per command and side")
     parser.add_argument("--rounds", type=int, default=30, help="rounds over the observations per side")
+    parser.add_argument(
+        "--tools", action="store_true", help=f"issue 39: tools and trace writes vs {BEFORE_39}"
+    )
+    parser.add_argument("--workspace", help="with --tools: a directory to copy and search (default: jinja2)")
     args = parser.parse_args()
+    if args.tools:
+        where = f"{os.cpu_count()} CPUs, load {os.getloadavg()}"
+        print(f"before = {BEFORE_39} (git), after = the working tree; {where}")
+        bench_tools(min(args.rounds, 5), args.workspace)
+        return
     print(f"before = {BEFORE} (git), after = the working tree; {os.cpu_count()} CPUs, load {os.getloadavg()}")
     bench_sandbox(args.calls)
     bench_redaction(args.rounds)

@@ -12,12 +12,23 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from subagent_lab.core.secret_policy import is_secret_file
 
-EVIDENCE_RE = re.compile(r"^(?P<path>[^\s:][^:]*?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
-"""``path:line`` or ``path:start-end``, with a workspace-relative path."""
+MAX_LINE_DIGITS = 9
+"""Line numbers longer than this are refused by the pattern itself, before ``int()``: Python's
+int-from-str refuses 4,301+ digits with a ValueError (a 5,001-digit line ended runs ``crashed``)."""
+EVIDENCE_RE = re.compile(
+    rf"^(?P<path>[^\s:][^:]*?):(?P<start>[0-9]{{1,{MAX_LINE_DIGITS}}})(?:-(?P<end>[0-9]{{1,{MAX_LINE_DIGITS}}}))?$"
+)
+"""``path:line`` or ``path:start-end``, with a workspace-relative path (ASCII digits only)."""
+_LONG_NUMBER = re.compile(rf":[0-9]{{{MAX_LINE_DIGITS + 1}}}|-[0-9]{{{MAX_LINE_DIGITS + 1}}}")
 
 
 def _check_evidence_items(items: list[str]) -> list[str]:
     bad = [item for item in items if not EVIDENCE_RE.match(item.strip())]
+    if any(_LONG_NUMBER.search(item) for item in bad):
+        raise ValueError(
+            f"a line number has more than {MAX_LINE_DIGITS} digits; cite real lines such as "
+            "'path/file.py:12' or 'path/file.py:12-20'"
+        )
     if bad:
         raise ValueError(
             f"evidence items must look like 'path/file.py:12' or 'path/file.py:12-20'; got {bad[:3]!r}"

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
-from subagent_lab.core.secret_policy import BASE64_KEY_PREFIXES
+from subagent_lab.core.secret_policy import BASE64_KEY_NEEDLES, BASE64_KEY_PREFIXES
 
 REDACTED = "[REDACTED]"
 MIN_SECRET_CHARS = 8
@@ -61,6 +61,7 @@ BASE64_KEY = re.compile(
     "(?:" + "|".join(BASE64_KEY_PREFIXES) + r")[A-Za-z0-9+/]*={0,2}"
     + r"(?:(?:\r?\n|" + _ESC + r")[ \t]*[A-Za-z0-9+/]{4,}={0,2}" + _B64_LINE_END + ")*"
 )  # fmt: skip
+_BASE64_CHAR = re.compile(r"[A-Za-z0-9+/]")
 JSON_PRIVATE_KEY = re.compile(r'(\\*"private_key\\*"\s*:\s*\\*")((?:[^"\\]|\\+[^"\\]|\\\\)+)')
 """The value of a JSON ``"private_key": "..."`` field (service-account files), escaped or not."""
 
@@ -76,6 +77,9 @@ class Shape:
     group: int = 0
     """0: mask the whole match; n: mask only group n (a URL's password, not its user and host)."""
     source: str = "harness"
+    back: re.Pattern[str] | None = None
+    """Characters the mask extends over backwards from a match (the start of a base64 blob
+    whose key sits at an offset in it); None: the match alone."""
 
     def mask(self, match: re.Match[str]) -> str:
         if not self.group or match.group(self.group) is None:
@@ -86,6 +90,11 @@ class Shape:
 
 
 _HARNESS_SHAPES: tuple[tuple[str, tuple[str, ...], bool, int], ...] = (
+    # A token split across adjacent string literals ("ghp_abc" "def", 'AKIA...' + '...'), on one
+    # line or continued on the next (a Read's numbered lines, JSON-escaped or not). Bounded.
+    (r"\b(?:gh[pousr]_|github_pat_|(?:AKIA|ASIA)(?=[0-9A-Z]))[A-Za-z0-9_]{0,80}"
+     r"(?:\\{0,3}[\"'](?:[ \t+(),0-9]|\\{1,3}[nt]|\r?\n){0,40}\\{0,3}[\"'][A-Za-z0-9_\-]{1,80}){1,8}",
+     ("ghp_", "gho_", "ghs_", "ghu_", "ghr_", "github_pat_", "AKIA", "ASIA"), False, 0),
     (r"\bsk-[A-Za-z0-9_\-]{16,}", ("sk-",), False, 0),
     (r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}", ("k_live_", "k_test_"), False, 0),
     (r"\bAIza[0-9A-Za-z_\-]{30,}", ("AIza",), False, 0),
@@ -94,8 +103,9 @@ _HARNESS_SHAPES: tuple[tuple[str, tuple[str, ...], bool, int], ...] = (
     (r"\bnpm_[A-Za-z0-9]{20,}", ("npm_",), False, 0),
     (r"\b(?:ghp|gho|ghs|ghu|ghr|github_pat|AKIA|ASIA)[A-Za-z0-9_\-]{12,}",
      ("ghp", "gho", "ghs", "ghu", "ghr", "github_pat", "AKIA", "ASIA"), False, 0),
-    (r"\bxox[abposr]-[A-Za-z0-9\-]{8,}", ("xox",), False, 0),
-    (r"\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*", ("eyJ",), False, 0),
+    # Slack: bot, user, app-level (xapp-), configuration and refresh (xoxe-, xoxe.xoxp-) tokens.
+    (r"\b(?:xox[a-z](?:\.xox[a-z])?|xapp)-[A-Za-z0-9\-]{8,}", ("xox", "xapp-"), False, 0),
+    (r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*", ("eyJ",), False, 0),
     (r"(?i)\bbearer\s+[A-Za-z0-9._~+/\-]{8,}=*", ("bearer",), True, 0),
     # An AWS secret access key in an INI or env file (detect-secrets wants it quoted).
     (r"(?i)aws.{0,20}?(?:secret|key).{0,20}?[=:]\s*\\*[\"']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])",
@@ -107,7 +117,8 @@ _HARNESS_SHAPES: tuple[tuple[str, tuple[str, ...], bool, int], ...] = (
     (r"(?i)(?:AccountKey|SharedAccessKey)=([A-Za-z0-9+/=]{20,})",
      ("accountkey=", "sharedaccesskey="), True, 1),
     # A password in a URL with a scheme (databases, brokers, proxies): keep the user, mask it.
-    (r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@\"'\\]*:([^\s@/\"'\\]+)@", ("://",), False, 1),
+    # Bounded runs: unbounded ones rescanned a long word at every position (quadratic).
+    (r"[A-Za-z][A-Za-z0-9+.\-]{0,31}://[^\s:/@\"'\\]{0,256}:([^\s@/\"'\\]{1,1024})@", ("://",), False, 1),
 )  # fmt: skip
 """The harness's own shapes: ``(regex, needles, folded, group)``."""
 
@@ -133,6 +144,20 @@ regex starts with, or requires, one of these literals (``tests/redteam`` checks 
 sample token passes its gate). Entropy and keyword plugins are left out: they flag ordinary code."""
 
 
+_LINEAR_REWRITES: dict[str, str] = {
+    # A `.+` before a literal: retried at every `//`, each retry scanning to the line's end.
+    r"\/\/.+\/:_authToken=\s*((npm_.+)|([A-Fa-f0-9-]{36})).*":
+        r"/:_authToken=[ \t]*((npm_[^\s\"'\\]*)|([A-Fa-f0-9-]{36}))",  # the token, whatever the registry
+    # Retried at every `eyJ` of a long run of its own characters: start only where a run starts.
+    r"eyJ[A-Za-z0-9-_=]+\.[A-Za-z0-9-_=]+\.?[A-Za-z0-9-_.+/=]*?":
+        r"(?<![A-Za-z0-9_=-])eyJ[A-Za-z0-9_=-]+\.[A-Za-z0-9_=-]+\.?",
+    r"sk-[A-Za-z0-9-_]*[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}":
+        r"(?<![A-Za-z0-9_-])sk-[A-Za-z0-9_-]*[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}",
+}  # fmt: skip
+"""detect-secrets regexes that are quadratic on hostile text, and the linear form used instead
+(the same matches on real tokens; ``tests/redteam/test_round_two.py`` times every shape)."""
+
+
 @functools.lru_cache(maxsize=1)
 def shapes() -> tuple[Shape, ...]:
     """Every shape the redactor masks, in the order applied (key blocks first)."""
@@ -141,7 +166,7 @@ def shapes() -> tuple[Shape, ...]:
     out = [
         Shape(PRIVATE_KEY_BLOCK, ("-----BEGIN ",)),
         Shape(SSH2_KEY_BLOCK, ("---- BEGIN SSH2 ",)),
-        Shape(BASE64_KEY, ("LS0tLS",)),
+        Shape(BASE64_KEY, BASE64_KEY_NEEDLES, back=_BASE64_CHAR),
         Shape(JSON_PRIVATE_KEY, ("private_key",), group=2),
     ]
     for pattern, needles, folded, group in _HARNESS_SHAPES:
@@ -149,7 +174,9 @@ def shapes() -> tuple[Shape, ...]:
     for name, (needles, folded) in _DETECT_SECRETS_NEEDLES.items():
         module, cls = name.split(".")
         plugin = getattr(importlib.import_module(f"detect_secrets.plugins.{module}"), cls)
-        for regex in plugin.denylist:
+        for plugin_regex in plugin.denylist:
+            rewrite = _LINEAR_REWRITES.get(plugin_regex.pattern)
+            regex = plugin_regex if rewrite is None else re.compile(rewrite, plugin_regex.flags)
             group = 1 if regex.groups else 0  # the plugin's secret group (a URL's password)
             out.append(Shape(regex, needles, folded, group, source=f"detect-secrets:{module}"))
     return tuple(out)
@@ -176,10 +203,27 @@ def mask_shapes(text: str, shape_list: Iterable[Shape] | None = None) -> str:
                 continue
         elif not any(n in text for n in shape.needles):
             continue
-        masked = shape.pattern.sub(shape.mask, text)
+        masked = shape.pattern.sub(shape.mask, text) if shape.back is None else _sub_back(shape, text)
         if masked != text:
             text, lower = masked, None
     return text
+
+
+def _sub_back(shape: Shape, text: str) -> str:
+    """``shape.pattern.sub`` with each match's mask extended back over ``shape.back`` characters
+    (never into the previous match): linear, each character is stepped over at most once."""
+    assert shape.back is not None
+    out: list[str] = []
+    done = 0
+    for match in shape.pattern.finditer(text):
+        start = match.start()
+        while start > done and shape.back.match(text, start - 1):
+            start -= 1
+        out.append(text[done:start])
+        out.append(REDACTED)
+        done = match.end()
+    out.append(text[done:])
+    return "".join(out)
 
 
 def mask_url(url: str) -> str:

@@ -40,6 +40,11 @@ SECRET_NAME_GLOBS: tuple[str, ...] = (
     "*.tfstate", "*.tfstate.*", "*.p8", "credentials.tfrc.json", "settings-security.xml", "rclone.conf",
     ".bash_history", ".zsh_history", ".sh_history", ".psql_history", ".mysql_history", ".python_history",
     ".rediscli_history", ".sqlite_history", ".node_repl_history", ".lesshst", ".viminfo",
+    # issue 39: Kubernetes image-pull secrets, secrets files of SOPS/Helm/Rails/Ansible style
+    ".dockerconfigjson", "dockerconfigjson", "secrets.yaml", "secrets.yml", "secrets.json", "secrets.toml",
+    "secrets.*.yaml", "secrets.*.yml", "secrets.*.json", "secret.yaml", "secret.yml", "secret.json",
+    "*.secrets.yaml", "*.secrets.yml", "*.secrets.json", "master.key", "credentials.yml.enc", "vault.yml",
+    ".yarnrc.yml", "auth.json", ".htdigest", "keyring.cfg",
 )  # fmt: skip
 """File-name patterns (matched case-insensitively on the last component) that count as secret."""
 
@@ -48,6 +53,11 @@ SECRET_PATH_RUNS: tuple[tuple[str, ...], ...] = (
     (".cargo", "credentials"), (".cargo", "credentials.toml"), (".gem", "credentials"),
     (".m2", "settings.xml"), (".terraform.d",), (".config", "rclone"), (".config", "gh"),
     (".local", "share", "keyrings"), (".mozilla",), (".config", "google-chrome"), (".config", "chromium"),
+    # issue 39: a remote URL with a token (https://x-access-token:ghs_...@github.com/...) and the
+    # stores git keeps credentials in; the rest of .git is not secret.
+    (".git", "config"), (".git", "credentials"), (".git", "modules"),
+    (".gradle", "gradle.properties"), (".nuget", "nuget", "nuget.config"), (".config", "pip", "pip.conf"),
+    (".config", "containers", "auth.json"), (".config", "helm", "repositories.yaml"),
 )  # fmt: skip
 """Runs of path components (case-insensitive) that are secret wherever they occur; a run that
 names a directory covers everything below it (gh tokens, gcloud and 1Password stores)."""
@@ -61,22 +71,34 @@ _BACKUP = re.compile(
 """Backup and editor copies: ``#x#``, ``.x.swp``, ``x~``, ``x.~1~``, ``x.bak``, ``x.orig`` ..."""
 
 
-def _base64_prefix(header: str) -> str:
-    # The base64 text of a header's first whole 3-byte groups: what any base64 encoding of a
-    # block starting with that header starts with.
+def _base64_prefixes(header: str) -> tuple[str, ...]:
+    """The base64 text any encoding of ``header`` contains, at each of the 3 byte alignments.
+
+    A header at a byte offset ``k`` of the encoded data (a service-account JSON whose
+    ``private_key`` sits 200 bytes in, base64-encoded whole) shows in the base64 text as the
+    encoding of ``k mod 3`` unknown bytes followed by the header: the characters that depend only
+    on the header's bytes are kept, those mixing in an unknown byte (before or after) are not.
+    """
     data = header.encode()
-    return base64.b64encode(data[: len(data) // 3 * 3]).decode()
+    out: list[str] = []
+    for shift in range(3):
+        padded = b"\0" * shift + data
+        whole = len(padded) // 3 * 3
+        text = base64.b64encode(padded[:whole]).decode()
+        out.append(text[(0, 2, 3)[shift] :])  # 1 unknown byte taints 2 characters, 2 taint 3
+    return tuple(out)
 
 
-BASE64_KEY_PREFIXES: tuple[str, ...] = tuple(
-    _base64_prefix(h)
-    for h in (
-        "-----BEGIN PRIVATE KEY", "-----BEGIN RSA PRIVATE KEY", "-----BEGIN EC PRIVATE KEY",
-        "-----BEGIN DSA PRIVATE KEY", "-----BEGIN OPENSSH PRIVATE KEY", "-----BEGIN ENCRYPTED PRIVATE KEY",
-        "-----BEGIN PGP PRIVATE KEY BLOCK", "---- BEGIN SSH2 ENCRYPTED PRIVATE KEY",
-    )
+_KEY_HEADERS = (
+    "-----BEGIN PRIVATE KEY", "-----BEGIN RSA PRIVATE KEY", "-----BEGIN EC PRIVATE KEY",
+    "-----BEGIN DSA PRIVATE KEY", "-----BEGIN OPENSSH PRIVATE KEY", "-----BEGIN ENCRYPTED PRIVATE KEY",
+    "-----BEGIN PGP PRIVATE KEY BLOCK", "---- BEGIN SSH2 ENCRYPTED PRIVATE KEY",
 )  # fmt: skip
-"""How base64-encoded private keys begin (a Kubernetes Secret's ``tls.key: LS0tLS1CRUdJTi...``)."""
+BASE64_KEY_PREFIXES: tuple[str, ...] = tuple(p for h in _KEY_HEADERS for p in _base64_prefixes(h))
+"""How base64-encoded private keys look, at any of the 3 alignments (a Kubernetes Secret's
+``tls.key: LS0tLS1CRUdJTi...``, or a whole service-account JSON base64-encoded)."""
+BASE64_KEY_NEEDLES: tuple[str, ...] = tuple(sorted({p[:6] for p in BASE64_KEY_PREFIXES}))
+"""Six-character heads of ``BASE64_KEY_PREFIXES``: any base64-encoded key contains one."""
 
 PRIVATE_KEY_MARKER = re.compile(
     rb"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|PuTTY-User-Key-File-\d"
@@ -123,8 +145,11 @@ def is_secret_dir(rel: str) -> bool:
     return _in_secret_place([part.lower() for part in _parts(rel)])
 
 
+@functools.lru_cache(maxsize=65_536)
 def is_secret_name(rel: str) -> bool:
-    """Whether a relative path names a secret by the name policy (see the module docstring)."""
+    """Whether a relative path names a secret by the name policy (see the module docstring).
+
+    Cached: a directory Grep asks it for every file it lists, and a run searches one tree often."""
     parts = [part.lower() for part in _parts(rel)]
     if not parts:
         return False

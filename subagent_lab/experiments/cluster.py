@@ -10,6 +10,12 @@ so resume, the one results log and the cache work as they do on one machine. Wit
 (an fsspec URL: ``file:///shared/x``, ``s3://bucket/x``) the worker writes the compressed trace
 there instead and the row's ``trace_path`` is its URL.
 
+The driver trusts nothing a worker returns (``accept_result``): the trace's name is checked
+(a session directory and a file name, each one path component of a fixed alphabet), its size is
+capped while it is decompressed, cache keys must be SHA-256 hex and entries valid responses, the
+row's identity columns come from the driver's own run, and a storage URL is rebuilt by the driver.
+A result that fails any check is a failed run whose ``error`` says why; nothing is written.
+
 A worker lost mid-run: the scheduler runs its tasks again on another worker; every task start is
 logged as a Dask event, so the row of a run that started more than once says ``retried`` (and
 ``attempts``). At most ``window`` runs are in flight, so the driver's memory does not grow with the
@@ -22,10 +28,13 @@ from __future__ import annotations
 import contextlib
 import gzip
 import hashlib
+import json
 import os
+import re
 import shutil
 import threading
 import uuid
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from itertools import islice
@@ -35,7 +44,7 @@ from typing import Any
 from subagent_lab.agents.launcher import ModelFactory
 from subagent_lab.config.profiles import LabConfig, ModelConfig, load_config
 from subagent_lab.core.model import Model
-from subagent_lab.core.types import ModelChoice
+from subagent_lab.core.types import ModelChoice, ModelResponse
 from subagent_lab.experiments.rows import base_row
 from subagent_lab.experiments.sweep import RunSpec, execute_run
 from subagent_lab.models.cache import CachingModel, config_namespace, entry_path, store_entry
@@ -168,14 +177,128 @@ def _take_trace(row: dict[str, Any], scratch: Path) -> tuple[str | None, bytes |
     return path.relative_to(scratch).as_posix(), gzip.compress(raw, compresslevel=6), len(raw)
 
 
-def _write_trace(run: RunSpec, rel: str, blob: bytes) -> Path:
+MAX_TRACE_BYTES = 64 * 1024 * 1024
+"""A returned trace larger than this, decompressed, is refused (a 64 KB gzip bomb is 64 MB)."""
+MAX_ROW_BYTES = 1024 * 1024
+"""A returned row larger than this as JSON is refused."""
+MAX_CACHE_ENTRIES = 4096
+MAX_CACHE_ENTRY_BYTES = 8 * 1024 * 1024
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+"""One path component, of a fixed alphabet, never ``.`` or ``..`` (it cannot start with a dot)."""
+_CACHE_KEY = re.compile(r"[0-9a-f]{64}")
+
+
+class WorkerResultError(ValueError):
+    """What a worker returned cannot be accepted; the message says why."""
+
+
+def _trace_rel(value: object) -> str | None:
+    """A returned trace name: ``<session>/<file>.jsonl`` (or ``<file>.jsonl``), each part one
+    component of ``_NAME``'s alphabet; None for no trace."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise WorkerResultError(f"trace name is a {type(value).__name__}, not text")
+    parts = value.split("/")
+    if not 1 <= len(parts) <= 2 or not all(_NAME.fullmatch(p) for p in parts) or not value.endswith(".jsonl"):
+        raise WorkerResultError(f"trace name {value[:200]!r} is not '<session>/<name>.jsonl'")
+    return value
+
+
+def _inflate(blob: object, limit: int = MAX_TRACE_BYTES) -> bytes:
+    """A returned gzip trace, decompressed, refused past ``limit`` bytes (checked as it inflates)."""
+    if not isinstance(blob, bytes):
+        raise WorkerResultError(f"trace is a {type(blob).__name__}, not bytes")
+    inflater = zlib.decompressobj(wbits=31)  # gzip framing
+    try:
+        raw = inflater.decompress(blob, limit + 1)
+    except zlib.error as exc:
+        raise WorkerResultError(f"trace is not gzip data: {exc}") from None
+    if len(raw) > limit or inflater.unconsumed_tail:
+        raise WorkerResultError(f"trace is over {limit:,} bytes decompressed")
+    return raw
+
+
+def _write_trace(run: RunSpec, rel: str, raw: bytes) -> Path:
     """Write a returned trace (decompressed: every reader takes plain JSONL) under the sweep."""
-    dest = Path(run.trace_dir) / rel
+    root = Path(run.trace_dir)
+    dest = root / rel
+    if not dest.resolve().is_relative_to(root.resolve()):  # a session directory that is a link
+        raise WorkerResultError(f"trace name {rel!r} leads outside the sweep directory")
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex}")
-    tmp.write_bytes(gzip.decompress(blob))
+    tmp.write_bytes(raw)
     os.replace(tmp, dest)
     return dest
+
+
+def _cache_entries(value: object) -> dict[str, str]:
+    """Returned cache entries: SHA-256 hex keys, valid responses of bounded size."""
+    if not isinstance(value, dict) or len(value) > MAX_CACHE_ENTRIES:
+        raise WorkerResultError(f"cache entries are not a mapping of at most {MAX_CACHE_ENTRIES} items")
+    for key, text in value.items():
+        if not isinstance(key, str) or not _CACHE_KEY.fullmatch(key):
+            raise WorkerResultError(f"cache key {str(key)[:200]!r} is not a SHA-256 hex digest")
+        if not isinstance(text, str) or len(text) > MAX_CACHE_ENTRY_BYTES:
+            raise WorkerResultError(
+                f"cache entry {key} is not text of at most {MAX_CACHE_ENTRY_BYTES:,} bytes"
+            )
+        try:
+            ModelResponse.model_validate_json(text)
+        except ValueError:
+            raise WorkerResultError(f"cache entry {key} is not a model response") from None
+    return value
+
+
+def _checked_row(run: RunSpec, value: object) -> dict[str, Any]:
+    """A returned row: a JSON object of bounded size; its identity columns are the driver's."""
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise WorkerResultError(f"row is a {type(value).__name__} with non-text keys or not a mapping")
+    try:
+        size = len(json.dumps(value, default=str))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise WorkerResultError(f"row cannot be written as JSON: {type(exc).__name__}") from None
+    if size > MAX_ROW_BYTES:
+        raise WorkerResultError(f"row is over {MAX_ROW_BYTES:,} bytes as JSON")
+    # The run's identity is the driver's: a row claiming another run_key would be resumed past.
+    # seed and temperature stay the worker's (the run reports what it used).
+    identity = {k: v for k, v in base_row(run).items() if k not in ("seed", "temperature")}
+    return {**value, **identity}
+
+
+def accept_result(run: RunSpec, out: object, storage: str | None = None) -> dict[str, Any]:
+    """Check what ``cluster_task`` returned for ``run``, write its trace and cache entries under
+    the driver's own directories, and return its row; raises ``WorkerResultError`` (nothing
+    written) when any part is malformed."""
+    if not isinstance(out, dict):
+        raise WorkerResultError(f"result is a {type(out).__name__}, not a mapping")
+    row = _checked_row(run, out.get("row"))
+    rel = _trace_rel(out.get("trace_rel"))
+    blob = out.get("trace_gz")
+    raw = _inflate(blob) if rel is not None and blob is not None else None
+    entries = _cache_entries(out.get("cache", {})) if run.cache_dir else {}
+    if rel is not None and raw is not None:
+        row["trace_path"] = str(_write_trace(run, rel, raw))
+    elif storage and rel is not None:
+        row["trace_path"] = f"{storage.rstrip('/')}/traces/{rel}.gz"  # where cluster_task put it
+    elif "trace_path" in row:
+        row["trace_path"] = None  # a worker's own path means nothing here
+    if run.cache_dir:
+        for key, text in entries.items():
+            if not entry_path(run.cache_dir, key).exists():
+                store_entry(run.cache_dir, key, text)
+    return row
+
+
+def failed_row(run: RunSpec, error: str) -> dict[str, Any]:
+    """The row of a run that produced no usable result."""
+    return {
+        **base_row(run),
+        "terminal_reason": "crashed",
+        "status": "failed",
+        "error": error[:3000],
+        "elapsed_s": 0.0,
+    }
 
 
 def run_on_cluster(
@@ -222,21 +345,13 @@ def run_on_cluster(
             run = pending.pop(future.key)
             try:
                 out = future.result()
-                row = out["row"]
-                if out["trace_rel"] and out["trace_gz"] is not None:
-                    row["trace_path"] = str(_write_trace(run, out["trace_rel"], out["trace_gz"]))
-                if run.cache_dir:
-                    for key, text in out["cache"].items():
-                        if not entry_path(run.cache_dir, key).exists():
-                            store_entry(run.cache_dir, key, text)
             except Exception as exc:  # the task's workers kept dying (KilledWorker), or it was lost
-                row = {
-                    **base_row(run),
-                    "terminal_reason": "crashed",
-                    "status": "failed",
-                    "error": f"{type(exc).__name__}: {exc}"[:3000],
-                    "elapsed_s": 0.0,
-                }
+                row = failed_row(run, f"{type(exc).__name__}: {exc}")
+            else:
+                try:
+                    row = accept_result(run, out, storage)
+                except (WorkerResultError, OSError) as exc:
+                    row = failed_row(run, f"malformed worker result: {exc}")
             # The scheduler counts workers that died while running the task; the start events
             # also catch a start the scheduler gave up on. Either way the run started again.
             lost = _lost_workers(client, future.key)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -42,8 +43,17 @@ def config_namespace(lab: LabConfig, cfg: ModelConfig) -> str:
     return f"{lab.endpoint_url(cfg)}|{cfg.model}"
 
 
+_KEY = re.compile(r"[0-9a-f]{64}")
+
+
 def entry_path(cache_dir: str | Path, key: str) -> Path:
-    """Where the response of request key ``key`` is stored under ``cache_dir``."""
+    """Where the response of request key ``key`` is stored under ``cache_dir``.
+
+    Raises ValueError for a key that is not a SHA-256 hex digest (``request_key``'s form): a key
+    from elsewhere (a cluster worker's reply) never becomes ``..`` or an absolute path.
+    """
+    if not _KEY.fullmatch(key):
+        raise ValueError(f"cache key {key[:80]!r} is not a SHA-256 hex digest")
     return Path(cache_dir) / key[:2] / f"{key}.json"
 
 

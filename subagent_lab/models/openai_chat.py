@@ -18,6 +18,8 @@ them into an error observation.
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import json
 import math
 import time
@@ -51,6 +53,32 @@ MAX_CHARS_PER_TOKEN = 16
 """A reply longer than ``max_tokens`` times this many characters came from a server that ignored
 ``max_tokens`` (real tokenizers average 3-5 characters): the call fails as a model error."""
 COUNT_TIMEOUT_S = 30.0
+
+
+MAX_RETRY_AFTER_S = 86_400.0
+"""A longer ``Retry-After`` is taken as this (a day): beyond any run's deadline either way."""
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """A ``Retry-After`` header's wait in seconds: delta-seconds or an HTTP date (a past date is 0).
+
+    None when absent or unusable (negative, NaN, garbage): the caller backs off on its own.
+    """
+    if value is None or len(value) > 64:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=datetime.timezone.utc)
+        seconds = max((when - datetime.datetime.now(datetime.timezone.utc)).total_seconds(), 0.0)
+    if not math.isfinite(seconds) or seconds < 0:
+        return None
+    return min(seconds, MAX_RETRY_AFTER_S)
 
 
 class OpenAIChatModel:
@@ -255,13 +283,15 @@ class OpenAIChatModel:
             if not retryable or attempt > self.max_retries or out_of_time or unaffordable:
                 hint = f" ({self.error_hint})" if self.error_hint else ""
                 late = " (no time left in the run for a retry)" if out_of_time and retryable else ""
-                raise ModelCallError(
+                failure = ModelCallError(
                     message + late + hint,
                     retryable=retryable,
                     attempts=attempt,
                     latency_s=time.monotonic() - started,
                     spent_attempts=spent,
                 )
+                failure.retry_after_s = delay  # type: ignore[attr-defined]  # an endpoint pool honours it
+                raise failure
             time.sleep(pause)
 
     def _failure(self, message: str, attempts: int, started: float, spent: int) -> ModelCallError:
@@ -279,11 +309,7 @@ class OpenAIChatModel:
     def _retry_after(exc: openai.APIStatusError) -> float | None:
         """Seconds the server asks us to wait; None when absent or not a usable number."""
         value = exc.response.headers.get("retry-after") if exc.response is not None else None
-        try:
-            seconds = float(value) if value is not None else None
-        except ValueError:
-            return None  # an HTTP date or garbage: fall back to exponential backoff
-        return seconds if seconds is not None and math.isfinite(seconds) and seconds >= 0 else None
+        return retry_after_seconds(value)
 
     def _parse(self, raw: Any, request: ModelRequest, *, attempts: int, latency: float) -> ModelResponse:
         choice = raw.choices[0] if getattr(raw, "choices", None) else None

@@ -8,6 +8,9 @@ on another member where there is one, within the call's deadline and its run's b
 that likely cost tokens stay charged (``spent_attempts`` adds up over members). A member that
 fails ``down_after`` calls in a row (429s excepted: a busy server is up) is taken out of the pool
 for ``cooldown_s``; its calls go to the others, and after the cooldown one call probes it again.
+A member that answers with ``Retry-After`` (seconds or an HTTP date, on a 429 or a 503) gets no
+call before that time: the call goes to another member, or waits for the first one free again
+when the run's deadline allows it, and gives up at once when it does not.
 
 The adapters do not retry themselves here (``max_retries=0``): the pool decides where a retry goes.
 """
@@ -78,6 +81,7 @@ class _Member:
     failures: int = 0
     """Consecutive failed calls (429 excepted)."""
     down_until: float = 0.0
+    """No call before this (``time.monotonic()``): taken out after failures, or asked to wait."""
     calls: int = 0
     errors: int = 0
     removals: int = 0
@@ -145,6 +149,10 @@ class EndpointPool:
             status = failure_status(error)
             label = str(status) if status is not None else "no answer"
             member.statuses[label] = member.statuses.get(label, 0) + 1
+            wait = getattr(error, "retry_after_s", None)
+            if isinstance(wait, (int, float)) and wait > 0 and status in (429, 503):
+                # The server named when to come back: nothing is sent to it before then.
+                member.down_until = max(member.down_until, time.monotonic() + float(wait))
             if status == 429:
                 return  # busy, not down: back off, but keep it in the pool
             member.failures += 1
@@ -188,7 +196,10 @@ class EndpointPool:
             if member is None:
                 wait = self._next_up_in()
                 if time.monotonic() + wait >= deadline:
-                    raise self._give_up(last, "every endpoint of the pool is out", attempts, spent, started)
+                    why = "every endpoint of the pool is out"
+                    if last is not None and getattr(last, "retry_after_s", None):
+                        why = "no time left in the run for a retry (every endpoint asked to wait)"
+                    raise self._give_up(last, why, attempts, spent, started)
                 time.sleep(wait)
                 continue
             error: ModelCallError | None = None

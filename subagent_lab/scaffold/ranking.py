@@ -6,10 +6,14 @@ models cite the first locations in front of them.
 
 from __future__ import annotations
 
+import io
+import os
 import re
 from pathlib import Path
+from typing import Any
 
 from subagent_lab.core.contracts import parse_evidence
+from subagent_lab.core.tool import ToolError
 
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9]+")
 STOPWORDS = frozenset(
@@ -96,25 +100,67 @@ def _terms(text: str) -> set[str]:
 
 
 def line_texts(items: list[str], root: Path) -> dict[str, str]:
-    """The text of each ``path:line`` item under ``root`` (missing or unreadable: no entry)."""
+    """The text of each ``path:line`` item under ``root`` (missing, unreadable or refused: no entry).
+
+    Each file is opened the way Read opens it (``Workspace.open_file``: resolved by descriptor,
+    links outside, secrets, hard links, FIFOs and devices refused before anything blocks) and
+    read from that descriptor, at most ``LISTING_SCAN_BYTES`` of it: a directory swapped for a
+    link, or a FIFO put where a cited file was, shows nothing (issue 39).
+    """
+    from subagent_lab.workspace.sandbox import Workspace  # the scaffold reads through the sandbox
+
     wanted: dict[str, set[int]] = {}
     for item in items:
         parsed = parse_evidence(item)
         if parsed is not None:
             wanted.setdefault(parsed[0], set()).add(parsed[1])
     texts: dict[str, str] = {}
+    ws = Workspace(root) if wanted else None
     for rel, numbers in wanted.items():
+        assert ws is not None
         last = max(numbers)
         try:
-            with open(root / rel, encoding="utf-8", errors="replace") as fh:
-                for number, text in enumerate(fh, start=1):
+            fd, _, _ = ws.open_file(rel)
+        except (ToolError, OSError):
+            continue
+        try:
+            os.set_blocking(fd, True)
+            with os.fdopen(fd, "rb", closefd=False) as raw:
+                limited = io.TextIOWrapper(
+                    io.BufferedReader(_Capped(raw, LISTING_SCAN_BYTES)), encoding="utf-8", errors="replace"
+                )
+                for number, text in enumerate(limited, start=1):
                     if number in numbers:
                         texts[f"{rel}:{number}"] = text.strip()
                     if number >= last:
                         break
-        except OSError:
+        except (OSError, ValueError):
             continue
+        finally:
+            os.close(fd)
     return texts
+
+
+LISTING_SCAN_BYTES = 64 * 1024 * 1024
+"""Bytes of one cited file read at most for its lines (Read's own scan limit)."""
+
+
+class _Capped(io.RawIOBase):
+    """A raw reader that ends after ``limit`` bytes of ``inner``."""
+
+    def __init__(self, inner: Any, limit: int) -> None:
+        self._inner, self._left = inner, limit
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._left <= 0:
+            return 0
+        view = memoryview(buffer)[: self._left]
+        count = self._inner.readinto(view)
+        self._left -= count or 0
+        return count or 0
 
 
 DEFINITION_LINE = re.compile(

@@ -3,8 +3,13 @@
 Two layers, with different jobs. ``classify_command`` is the policy layer the user sees: it sorts
 a command line into ``allow`` (a small list of read-only commands), ``deny`` (destructive,
 networked, privileged or escaping commands, refused with the reason) and ``ask`` (everything
-else), and ``ask`` follows the agent's ask policy, which denies by default. It is syntactic and
-can be fooled (bash expands the line after it was checked), so it is not the boundary: the
+else), and ``ask`` follows the agent's ask policy, which denies by default. The line is parsed
+with a real shell parser (``bashlex``, a port of bash's own grammar), and every simple command
+in it is judged: inside ``{ ...; }``, subshells, ``if``/``while``/``for`` bodies, functions,
+pipelines, ``$(...)``, backticks and ``<(...)``, and behind ``exec``, ``command``, ``builtin``,
+``eval`` and the wrappers (``env``, ``timeout`` ...). What the parser cannot parse (``case``,
+``[[ ]]``, ``$((...))``) is refused, never guessed at. It is still syntactic (bash expands the
+line after it was checked: ``$x`` may name anything), so it is not the boundary: the
 command runs in bubblewrap (``subagent_lab.workspace.bwrap``), where only the workspace (the scratch
 copy) is writable, nothing else of the host's files but the system is visible, there is no
 network, and no process outlives the call. Where bubblewrap cannot run, Bash is disabled unless
@@ -16,12 +21,11 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shlex
 import shutil
 import signal
 import subprocess
 import tempfile
-from typing import IO, Literal, Protocol
+from typing import IO, Any, Literal, Protocol
 
 from subagent_lab.core.tool import ToolDeniedError, ToolError
 from subagent_lab.workspace.bwrap import BashSandbox, run_bwrap
@@ -56,10 +60,8 @@ _NETWORK_SUBCOMMANDS = {
     "uv": {"pip", "add", "sync"},
 }
 _FIND_ACTIONS = {"-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls"}
-_SEPARATORS = {"&&", "||", "|", ";", ";;", "(", ")", "|&", "&"}
 _REDIRECTS = {">", ">>", ">|", "&>", "&>>", ">&", "<", "<<", "<<<", "<>"}
 _FORK_BOMB = re.compile(r"(\w+|:)\s*\(\s*\)\s*\{[^}]*\1\s*\|\s*\1")
-_SUBSTITUTION = re.compile(r"\$\(([^()]*)\)|`([^`]*)`|[<>]\(([^()]*)\)")
 _PARENT = re.compile(r"(^|/)\.\.(/|$)")
 _RANK: dict[Verdict, int] = {"allow": 0, "ask": 1, "deny": 2}
 
@@ -134,7 +136,22 @@ def _command_verdict(name: str, rest: list[str], root: str | None, depth: int) -
             if os.path.basename(arg) in DENY_COMMANDS:
                 return "deny", f"{arg} is not allowed, even through {name}"
         return "ask", f"{name} runs another command"
-    if name in SHELLS or name in ("eval", "exec", "source", "."):
+    if name in ("exec", "command", "builtin"):
+        args = list(rest)
+        while args and args[0].startswith("-"):  # exec -a NAME, command -p / -v, builtin --
+            args = args[2:] if (name, args[0]) == ("exec", "-a") else args[1:]
+        if not args:
+            return ("allow", "") if name == "exec" else ("ask", f"{name} with no command")
+        inner = _command_verdict(os.path.basename(args[0]), args[1:], root, depth)
+        return _worst(
+            ("ask", f"exec replaces the shell with {args[0]}") if name == "exec" else ("allow", ""), inner
+        )
+    if name == "eval" and depth < 3:
+        return _worst(
+            ("ask", "eval runs a script"),
+            explain_command(" ".join(rest) or "true", root=root, _depth=depth + 1),
+        )
+    if name in SHELLS or name in ("eval", "source", "."):
         script = rest[rest.index("-c") + 1] if "-c" in rest[:-1] else None
         if script is not None and depth < 3:
             inner = explain_command(script, root=root, _depth=depth + 1)
@@ -153,43 +170,94 @@ def _command_verdict(name: str, rest: list[str], root: str | None, depth: int) -
     return "ask", f"{name} is not on the list of commands that run without approval"
 
 
+MAX_COMMAND_CHARS = 64 * 1024
+"""A longer command line is refused unparsed (the parser's cost grows with it)."""
+_SUBST_KINDS = frozenset({"commandsubstitution", "processsubstitution"})
+
+
 def explain_command(command: str, *, root: str | None = None, _depth: int = 0) -> tuple[Verdict, str]:
     """``(verdict, reason)`` for a shell command line; see ``classify_command``."""
     if not command.strip():
         return "deny", "the command is empty"
     if "\x00" in command:
         return "deny", "the command contains a NUL byte"
+    if len(command) > MAX_COMMAND_CHARS:
+        return "deny", f"the command is over {MAX_COMMAND_CHARS:,} characters"
     if _FORK_BOMB.search(command):
         return "deny", "fork bomb"
-    verdict: tuple[Verdict, str] = ("allow", "")
-    # Command substitutions are classified on their own, then replaced by a placeholder word.
-    for match in _SUBSTITUTION.finditer(command):
-        inner = next(g for g in match.groups() if g is not None)
-        verdict = _worst(verdict, ("ask", "command substitution"))
-        if inner.strip():
-            verdict = _worst(verdict, explain_command(inner, root=root, _depth=_depth + 1))
-    flat = _SUBSTITUTION.sub(" SUBST ", command)
-    if any(marker in flat for marker in ("$(", "`", "<(", ">(")):
-        return "deny", "nested command substitution is not analysed"
+    import bashlex  # a pure-Python port of bash's parser; imported here: only Bash needs it
+
     try:
-        # Newlines separate commands in bash; shlex treats them as spaces, so make them explicit.
-        lexer = shlex.shlex(flat.replace("\n", " ; "), posix=True, punctuation_chars=True)
-        lexer.whitespace_split = True
-        lexer.commenters = ""  # '#' inside a word is not a comment in bash; stay conservative
-        tokens = list(lexer)
-    except ValueError as exc:
-        return "deny", f"the command cannot be parsed ({exc})"
-    segment: list[str] = []
-    for token in [*tokens, ";"]:
-        if token in _SEPARATORS:
-            if token == "&":
-                verdict = _worst(verdict, ("ask", "background jobs are not allowed without approval"))
-            if segment:
-                verdict = _worst(verdict, _segment_verdict(segment, root, _depth))
-            segment = []
-        else:
-            segment.append(token)
+        trees = bashlex.parse(command)
+    except Exception as exc:  # ParsingError, NotImplementedError (case, [[ ]], $((..))), its own bugs
+        detail = f"{type(exc).__name__}: {exc}"[:160]
+        return "deny", f"the command cannot be parsed, so it is not run ({detail}); use plainer shell"
+    verdict: tuple[Verdict, str] = ("allow", "")
+    for tree in trees:
+        verdict = _worst(verdict, _node_verdict(tree, root, _depth))
     return verdict
+
+
+def _node_verdict(node: Any, root: str | None, depth: int) -> tuple[Verdict, str]:
+    """The worst verdict of every command in a parse tree (``bashlex`` nodes)."""
+    if depth > 16:
+        return "deny", "the command is nested too deeply to be analysed"
+    kind = node.kind
+    if kind == "command":
+        return _simple_verdict(node, root, depth)
+    if kind in _SUBST_KINDS:
+        return _worst(("ask", "command substitution"), _node_verdict(node.command, root, depth + 1))
+    verdict: tuple[Verdict, str] = ("allow", "")
+    if kind == "operator" and node.op == "&":
+        verdict = ("ask", "background jobs are not allowed without approval")
+    if kind == "word":  # a word outside a simple command: a ``for`` loop's list
+        verdict = _worst(_words_verdict(node), _path_verdict(node.word, root))
+    redirects = getattr(node, "redirects", None) or []
+    if redirects:  # ``while ...; done < f``, ``{ ...; } > out``
+        words = [w for r in redirects for w in _redirect_words(r)]
+        verdict = _worst(verdict, _segment_verdict(["true", *words], root, depth))
+        for r in redirects:
+            verdict = _worst(
+                verdict, _words_verdict(r.output) if hasattr(r.output, "kind") else ("allow", "")
+            )
+    children = [*(getattr(node, "parts", None) or []), *(getattr(node, "list", None) or [])]
+    inner = getattr(node, "command", None)
+    for child in [*children, *([inner] if inner is not None else [])]:
+        if hasattr(child, "kind"):
+            verdict = _worst(verdict, _node_verdict(child, root, depth + 1))
+    return verdict
+
+
+def _words_verdict(word: Any) -> tuple[Verdict, str]:
+    """The substitutions inside one word (``$(...)``, backticks, ``<(...)``)."""
+    verdict: tuple[Verdict, str] = ("allow", "")
+    for part in getattr(word, "parts", None) or []:
+        if part.kind in _SUBST_KINDS:
+            verdict = _worst(verdict, ("ask", "command substitution"))
+            verdict = _worst(verdict, _node_verdict(part.command, None, 1))
+        elif hasattr(part, "parts"):
+            verdict = _worst(verdict, _words_verdict(part))
+    return verdict
+
+
+def _redirect_words(redirect: Any) -> list[str]:
+    target = redirect.output
+    return [redirect.type, target.word if hasattr(target, "word") else str(target)]
+
+
+def _simple_verdict(node: Any, root: str | None, depth: int) -> tuple[Verdict, str]:
+    """One simple command: its words, assignments and redirections, as ``_segment_verdict`` reads them."""
+    words: list[str] = []
+    verdict: tuple[Verdict, str] = ("allow", "")
+    for part in node.parts:
+        if part.kind in ("word", "assignment"):
+            words.append(part.word)
+            verdict = _worst(verdict, _words_verdict(part))
+        elif part.kind == "redirect":
+            words.extend(_redirect_words(part))
+            if hasattr(part.output, "kind"):
+                verdict = _worst(verdict, _words_verdict(part.output))
+    return _worst(verdict, _segment_verdict(words, root, depth))
 
 
 def classify_command(command: str, root: str | None = None) -> Verdict:

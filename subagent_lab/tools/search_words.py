@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from subagent_lab.core.tool import ToolError
 from subagent_lab.tools.glob import find_paths
 from subagent_lab.tools.rg import search
-from subagent_lab.tools.simple_grep import DOTTED, STOPWORDS, definition_strength
+from subagent_lab.tools.simple_grep import STOPWORDS, definition_strength, dotted_names
 from subagent_lab.workspace.sandbox import Workspace
 
 MAX_CANDIDATES = 12
@@ -65,7 +65,7 @@ def _candidates(task: str, own_name: str, limit: int = MAX_CANDIDATES) -> list[t
     quoted = {w for span in re.findall(r"`([^`]{1,500})`", task) for w in _WORD.findall(span)}
     found: dict[str, tuple[str, bool]] = {}
     dotted_parts: set[str] = set()
-    for dotted in DOTTED.findall(task):
+    for dotted in dotted_names(task):
         if len(found) >= limit:
             return list(found.values())
         member = dotted.rsplit(".", 1)[-1]

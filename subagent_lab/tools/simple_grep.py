@@ -145,6 +145,32 @@ def _first_line(pattern: str) -> str:
 DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 """A dotted name (``tqdm.write``, ``Environment.get_template``): how tasks name a member, while
 the code defines it as ``def write`` in some file, so Grep also looks for the last name."""
+_IDENT_START = re.compile(r"[A-Za-z_]")
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+_MEMBER = re.compile(r"\.[A-Za-z_]\w*")
+
+
+def dotted_names(text: str) -> list[str]:
+    """``DOTTED.findall(text)`` in linear time.
+
+    ``findall`` retries the pattern at every position of a word with no dot after it, each retry
+    scanning to the word's end: quadratic in a long word (a pasted blob in a task). Every retry
+    inside one word ends at the same place and fails the same way, so this skips to its end.
+    """
+    out: list[str] = []
+    pos = 0
+    while (start := _IDENT_START.search(text, pos)) is not None:
+        head = _IDENT.match(text, start.start())
+        assert head is not None  # the character matched _IDENT_START
+        end = head.end()
+        while (member := _MEMBER.match(text, end)) is not None:
+            end = member.end()
+        if end > head.end():
+            out.append(text[start.start() : end])
+        pos = end
+    return out
+
+
 LOCATION = re.compile(r"([\w./-]+\.\w+):(\d+)(?:-\d+)?")
 """A ``path:line`` location given as a Grep pattern."""
 

@@ -207,6 +207,12 @@ class Workspace:
             raise ToolDeniedError(f"'{path}' is {kind}; only regular files and directories can be read")
         if stat.S_ISREG(mode) and self._key_in(walked):
             raise ToolDeniedError(f"'{path}' holds a private key and is not readable")
+        if stat.S_ISREG(mode) and walked.info.st_nlink > 1 and not self.allow_secrets:
+            # Another name of the same file may lie outside the workspace or be a secret: a link
+            # cannot tell where its other names are, so none is read (git never makes them).
+            raise ToolDeniedError(
+                f"'{path}' is a hard link ({walked.info.st_nlink} names for one file) and is not readable"
+            )
 
     def open_file(self, path: str) -> tuple[int, str, os.stat_result]:
         """``(descriptor open for reading, workspace-relative path, stat)`` of a regular file.
@@ -297,6 +303,8 @@ class Workspace:
             return False
         if not stat.S_ISREG(info.st_mode):
             return False
+        if info.st_nlink > 1:
+            return True  # a hard link: its other names may be secret or outside (see _check_walked)
         signature = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
         with self._lock:
             known = self._key_files.get(signature)

@@ -29,6 +29,7 @@ _EXPORTS: dict[str, str] = {
     "rerun": "subagent_lab.api.rerun",
     "replay_parent": "subagent_lab.api.replay",
     "child_credit": "subagent_lab.api.credit",
+    "study_credit": "subagent_lab.api.credit",
     "sweep": "subagent_lab.api.runs",
     "load_config": "subagent_lab.config.profiles",
     "import_agent": "subagent_lab.config.agent_files",
@@ -99,6 +100,7 @@ __all__ = [  # the names of _EXPORTS (a test keeps the two equal)
     "run",
     "run_parent",
     "score",
+    "study_credit",
     "summarize",
     "sweep",
     "terminal_reasons",
@@ -126,7 +128,7 @@ if TYPE_CHECKING:  # what editors and mypy see; at run time __getattr__ loads ea
         summarize,
         terminal_reasons,
     )
-    from subagent_lab.api.credit import child_credit
+    from subagent_lab.api.credit import child_credit, study_credit
     from subagent_lab.api.inspect_export import to_inspect
     from subagent_lab.api.mining import mine
     from subagent_lab.api.replay import replay_parent

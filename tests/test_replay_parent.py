@@ -188,3 +188,25 @@ def test_child_credit_scores_each_child_swapped_to_the_floor_and_the_other_model
     # the parent's first two calls. Every replay sent the swapped child and the parent's answer live.
     assert list(df["cache_misses"]) == [3, 3, 2, 2] and list(df["parent_live_calls"]) == [2, 2, 1, 1]
     assert (df["cache_hits"] + df["cache_misses"] == 5).all() and (df["live_tokens"] > 0).all()
+
+
+# --- the delegation study ----------------------------------------------------------------------
+
+
+def test_study_credit_replays_a_study_row_under_its_arm_and_reproduces_its_score(tmp_path: Path) -> None:
+    from subagent_lab.api.credit import study_credit
+    from subagent_lab.experiments.delegation import Cell, DelegationSpec, run_study
+    from subagent_lab.experiments.parent_baseline import ParentBaseline
+    from subagent_lab.models.baseline import BaselineModel
+
+    spec = DelegationSpec(splits=("dev",), tasks_per_split=1, cells=(Cell(arm="delegate-light"),))
+    parents, children = (lambda c, cfg: ParentBaseline()), (lambda c, cfg: BaselineModel())
+    row = run_study(spec, out_dir=tmp_path, parent_factory=parents, child_factory=children).iloc[0]
+    assert not isinstance(row["error"], str)  # no traceback: the run ran
+    assert row["sub_agents"] == 1 and row["child_model"] == "light"
+    df = study_credit(row, live=parents, child_live=children)
+    assert df.attrs["identity_live_calls"] == 0  # the configured arm replays the row call for call
+    assert list(df["swapped_to"]) == ["none", "main"] and set(df["cell"]) == {"delegate-light"}
+    assert set(df["recorded_score"]) == {row["quality"]}  # scored as the study scored it
+    assert (df["cache_misses"] > 0).all() and (df["live_tokens"] > 0).all()
+    assert len(list(tmp_path.glob("*/replays/*/main-*.jsonl"))) == 3  # apart from the study's traces

@@ -10,7 +10,7 @@ cost; nothing served from the record is spent again.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -123,3 +123,37 @@ def _outcome(
         "live_completion_tokens": usage.completion_tokens,
         "live_tokens": usage.total_tokens,
     }
+
+
+def study_credit(
+    row: Mapping[str, Any],
+    score: ScoreArg = None,
+    *,
+    swaps: Sequence[str] = ("none", "other"),
+    config: str | Path | None = None,
+    live: ModelFactory | None = None,
+    child_live: ModelFactory | None = None,
+) -> pd.DataFrame:
+    """``child_credit`` for one parent run of the delegation study (a row of its table): replayed
+    under the configuration and arm it ran with, scored like the study (``score_parent``'s answer
+    quality) unless ``score`` says otherwise, the row's ``split``, ``task_id`` and ``cell`` in front.
+
+    ``config``: the ``profiles.yaml`` the study ran with (None: the default). ``live`` and
+    ``child_live`` default to the configured models (the no-model ones for a baseline study).
+    """
+    from subagent_lab.experiments.delegation_replay import study_replay
+
+    setup = study_replay(row, config)
+    df = child_credit(
+        str(row["trace_path"]),
+        setup.task if score is None else score,
+        swaps=swaps,
+        config=setup.config,
+        live=live or setup.live,
+        child_live=child_live or setup.child_live,
+        target=setup.task.workspace_root(),
+        **setup.agent,
+    )
+    for at, key in enumerate(("split", "task_id", "cell")):
+        df.insert(at, key, row.get(key))
+    return df

@@ -210,3 +210,43 @@ def test_study_credit_replays_a_study_row_under_its_arm_and_reproduces_its_score
     assert set(df["recorded_score"]) == {row["quality"]}  # scored as the study scored it
     assert (df["cache_misses"] > 0).all() and (df["live_tokens"] > 0).all()
     assert len(list(tmp_path.glob("*/replays/*/main-*.jsonl"))) == 3  # apart from the study's traces
+
+
+def test_a_forced_delegations_child_is_child_0_and_parallel_children_replay_in_any_order(
+    config: LabConfig, workspace: Path, tmp_path: Path
+) -> None:
+    def composer(request: ModelRequest) -> ModelResponse:  # cites what the forced envelope showed
+        text = " ".join(str(m.content) for m in request.messages)
+        return final("Found at " + " and ".join(loc for loc in (*GOLD, "app/views.py:1") if loc in text))
+
+    main = config.agents["main"].model_copy(update={"tools": (), "verify": False})
+    lab = config.model_copy(update={"agents": {**config.agents, "main": main}})
+    parent = _scripted(composer)
+    recorded = MainAgent(lab, workspace, model_factory=lambda c, cfg: parent, child_model_factory=_children,
+                         scratch_dir=tmp_path, forced_delegation=True).run("Where is login?")  # fmt: skip
+    assert recorded.answer == "Found at app/auth.py:4-5"
+    options: dict[str, Any] = dict(config=lab, live=lambda c, cfg: _scripted(composer), child_live=_children,
+                                   scratch_dir=tmp_path)  # fmt: skip
+    assert replay_parent(recorded.trace_path, target=workspace, **options).live_calls == 0  # forced: inferred
+    swapped = replay_parent(recorded, {0: {"model": "none"}}, **options)
+    assert (
+        swapped.result.children[0].model_used == "none" and swapped.result.answer == "Found at app/views.py:1"
+    )
+
+    # Two Task calls in one turn run at once; each child is found again by its task.
+    both = tool_calls(task_call("Where is login?"), task_call("What does check_password do?"))
+    twice = ScriptedModel([both, final(ANSWER)])
+    recorded = MainAgent(_delegating(config), workspace, model_factory=lambda c, cfg: twice,
+                         child_model_factory=_children, scratch_dir=tmp_path).run("Both?")  # fmt: skip
+    live_parent = ScriptedModel([final("one answer")])
+    options.update(config=_delegating(config), live=lambda c, cfg: live_parent)
+    assert replay_parent(recorded, **options).live_calls == 0
+    replay = replay_parent(recorded, {1: {"model": "none"}}, **options)
+    # Child 1 is the one requested second in the recording, whichever thread got there first.
+    swapped_task = replay.children[1].task
+    starts = [
+        next(e for e in read_trace(c.trace_path) if isinstance(e, RunStarted)) for c in replay.result.children
+    ]
+    ran = {start.request_task: start.model_used for start in starts}
+    assert ran == {swapped_task: "none", replay.children[0].task: "light"} and len(ran) == 2
+    assert replay.tally.live == {"parent": 1, "children": 1} and replay.result.answer == "one answer"

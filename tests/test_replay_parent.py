@@ -157,6 +157,12 @@ def test_a_swap_changes_budgets_and_context_mode_and_a_bad_one_is_refused(
     assert starts[0].profile_fields["max_steps"] == 3 and starts[0].prior_messages  # forked, 3 steps
     assert starts[1].profile_fields["max_steps"] != 3 and not starts[1].prior_messages
     assert replay.tally.live["children"] == 1  # child 0's new start; child 1 was asked as recorded
+    aided = _delegating(config).scaffold("aided").resolved()
+    replay = replay_parent(recorded, {1: {"scaffold": "aided"}}, **options)
+    fields = next(
+        e for e in read_trace(replay.result.children[1].trace_path) if isinstance(e, RunStarted)
+    ).profile_fields
+    assert {k: fields[k] for k in aided} == aided and replay.tally.served["parent"] == 2
     with pytest.raises(ConfigError, match="max_stepz"):
         replay_parent(recorded, {0: {"max_stepz": 3}}, **options)
     with pytest.raises(ValueError, match="no child 2"):

@@ -27,6 +27,9 @@ _EXPORTS: dict[str, str] = {
     "run": "subagent_lab.api.runs",
     "run_parent": "subagent_lab.api.runs",
     "rerun": "subagent_lab.api.rerun",
+    "replay_parent": "subagent_lab.api.replay",
+    "child_credit": "subagent_lab.api.credit",
+    "study_credit": "subagent_lab.api.credit",
     "sweep": "subagent_lab.api.runs",
     "load_config": "subagent_lab.config.profiles",
     "import_agent": "subagent_lab.config.agent_files",
@@ -73,6 +76,7 @@ __all__ = [  # the names of _EXPORTS (a test keeps the two equal)
     "bench_task",
     "bench_workspace",
     "budget_curve",
+    "child_credit",
     "compare",
     "comparison_sentences",
     "explore",
@@ -91,10 +95,12 @@ __all__ = [  # the names of _EXPORTS (a test keeps the two equal)
     "plot_terminal_reasons",
     "plot_tokens_vs_quality",
     "readable_lift",
+    "replay_parent",
     "rerun",
     "run",
     "run_parent",
     "score",
+    "study_credit",
     "summarize",
     "sweep",
     "terminal_reasons",
@@ -122,8 +128,10 @@ if TYPE_CHECKING:  # what editors and mypy see; at run time __getattr__ loads ea
         summarize,
         terminal_reasons,
     )
+    from subagent_lab.api.credit import child_credit, study_credit
     from subagent_lab.api.inspect_export import to_inspect
     from subagent_lab.api.mining import mine
+    from subagent_lab.api.replay import replay_parent
     from subagent_lab.api.report import write_report
     from subagent_lab.api.rerun import rerun
     from subagent_lab.api.runs import explore, run, run_parent, sweep

@@ -34,6 +34,7 @@ from subagent_lab.agents.result import (
 from subagent_lab.agents.task_tool import (
     ContextMode,
     ConversationRecorder,
+    SwapChooser,
     TaskContext,
     TaskEnvelope,
 )
@@ -80,6 +81,8 @@ class MainAgent:
         child_model_factory: The children's models (None: ``model_factory``).
         forced_delegation: Before the parent's first turn the harness sends the task verbatim to one
             explore child and puts its envelope after the task: the parent only composes.
+        child_swap: ``(task, profile) -> ChildSwap | None``, asked before each Task child (and the
+            forced child) starts: a swap runs that child otherwise (``sl.replay_parent``).
     """
 
     def __init__(
@@ -99,6 +102,7 @@ class MainAgent:
         child_model: ModelChoice | None = None,
         child_model_factory: ModelFactory | None = None,
         forced_delegation: bool = False,
+        child_swap: SwapChooser | None = None,
     ) -> None:
         self.config = config
         self.target = Path(target).resolve()
@@ -124,6 +128,7 @@ class MainAgent:
         self.child_model = child_model
         self.child_model_factory = child_model_factory or self.model_factory
         self.forced_delegation = forced_delegation
+        self.child_swap = child_swap
 
     def system_prompt(self) -> str:
         """The profile's prompt, plus the sub-agent types Task can launch."""
@@ -222,6 +227,7 @@ class MainAgent:
                 cost=build.cost_account(self.profile, model.config),
                 context_mode=self.context_mode,
                 child_model=self.child_model,
+                swap_for=self.child_swap,
             ),
             ask_policy=self.ask_policy,
             bash_timeout_s=self.profile.bash_timeout_s,
@@ -304,7 +310,8 @@ class MainAgent:
         except Exception as exc:
             detail = f"model setup failed: {exc}"
             return LoopOutcome(terminal_reason="model_error", status="failed", detail=detail)
-        if self.context_mode == "forked":  # a forked child starts from the conversation so far
+        # A forked child starts from the conversation so far (a swap may fork one child).
+        if self.context_mode == "forked" or self.child_swap is not None:
             model = recorder = ConversationRecorder(model)
             run.ctx.task.conversation = lambda: list(recorder.last)
         return model
@@ -332,6 +339,8 @@ class MainAgent:
         """Forced delegation: the task, verbatim, to one explore child; its envelope as the message
         that follows the task (and a ``PromptAdded`` in the trace: the harness wrote it)."""
         request = SubagentRequest(task=run.task, profile="explore", model=self.child_model)
+        swap = self.child_swap(run.task, "explore") if self.child_swap is not None else None
+        request = swap.apply(request) if swap else request
         try:
             observation = TaskEnvelope.from_result(run.ctx.task.launch_capped(request)).observation()
         except ToolError as exc:  # the cap left too little for even one child

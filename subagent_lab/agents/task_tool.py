@@ -107,6 +107,25 @@ class TaskEnvelope(BaseModel):
         return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class ChildSwap:
+    """One child run otherwise than the parent asked (a counterfactual replay: ``api.replay``):
+    another model, context mode or profile fields (budgets, a scaffold preset's fields)."""
+
+    model: ModelChoice | None = None
+    context_mode: ContextMode | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    def apply(self, request: SubagentRequest) -> SubagentRequest:
+        """``request`` with this swap's model and profile fields."""
+        overrides = {**request.overrides, **self.overrides}
+        return request.model_copy(update={"model": self.model or request.model, "overrides": overrides})
+
+
+SwapChooser = Callable[[str, str], ChildSwap | None]
+"""(the child's task, its profile) -> how to run it otherwise, or None: as asked."""
+
+
 class ConversationRecorder:
     """The parent's model, remembering the conversation of its last call and the reply (what a
     forked child starts from: a Task call is dispatched right after the call that made it)."""
@@ -151,6 +170,9 @@ class TaskContext:
     """The parent's cost cap (None: none): every child's cost is charged to it, and a child may
     spend at most what is left of it (less what children still running were promised)."""
     reserved_usd: float = 0.0
+    swap_for: SwapChooser | None = None
+    """Called with each Task child's task and profile before it starts; a ``ChildSwap`` it returns
+    changes that child (None, the default: every child runs as asked)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -260,14 +282,18 @@ def task(
     known = sorted(ctx.launcher.config.profiles)
     if subagent_type not in known:
         raise ToolError(f"subagent_type must be one of {known}, got {subagent_type!r}")
-    forked = ctx.context_mode == "forked" and ctx.conversation is not None
+    text = f"{description.strip()}\n\n{prompt.strip()}"
+    swap = ctx.swap_for(text, subagent_type) if ctx.swap_for is not None else None
+    mode = (swap.context_mode if swap else None) or ctx.context_mode
+    forked = mode == "forked" and ctx.conversation is not None
     request = SubagentRequest(
-        task=f"{description.strip()}\n\n{prompt.strip()}",
+        task=text,
         profile=subagent_type,
         model=ctx.child_model or model,
-        context=None if ctx.context_mode == "isolated" else context,
+        context=None if mode == "isolated" else context,
         prior_messages=ctx.conversation() if forked and ctx.conversation else [],
     )
+    request = swap.apply(request) if swap else request
     try:
         result = ctx.launch_capped(request)
     except ConfigError as exc:

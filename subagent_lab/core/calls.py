@@ -30,6 +30,7 @@ from subagent_lab.core.types import (
     ModelRequest,
     ModelResponse,
     Usage,
+    request_digest,
 )
 
 Purpose = Literal["step", "final", "repair", "grace", "check"]
@@ -84,6 +85,7 @@ def call_model(
         allowed_tools=request.allowed_tools,
         arg_choices=request.arg_choices,
         narrowed_by=narrowed_by or [],
+        request_key=request_digest(request),
     )
     _check_served(run, response)
     return response

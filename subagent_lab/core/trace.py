@@ -135,6 +135,9 @@ class ModelCalled(_Event):
     """Tool -> argument -> the only values the grammar offered."""
     narrowed_by: list[str] = Field(default_factory=list)
     """The policies that narrowed this call's action menu."""
+    request_key: str = ""
+    """SHA-256 of the request as sent, its timeout left out (``types.request_digest``): a replay
+    serves this call's response to an identical request ("" in traces written before it)."""
 
 
 class ActionForced(_Event):

@@ -5,6 +5,8 @@ This module depends on nothing else in the package.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -228,3 +230,11 @@ class Cancelled(Stop):
 
 class ConfigError(ValueError):
     """A configuration file or value is invalid; the message names the file and the field."""
+
+
+def request_digest(request: ModelRequest) -> str:
+    """SHA-256 over the whole request except its timeout (which shrinks with the wall clock): two
+    requests with the same digest ask a model the same thing."""
+    body = request.model_dump(mode="json", exclude={"timeout_s"})
+    blob = json.dumps(body, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()

@@ -1,0 +1,159 @@
+"""What each child of one delegating run contributed: ``child_credit`` (``sl.child_credit``).
+
+For each Task child of a recorded parent, the parent is replayed (``api.replay.replay_parent``)
+with that child alone swapped to the no-model floor (``none``) and to the other model (light for a
+child on main, main for one on light); the rest is served from the record. A child's contribution is
+the recorded score less the score with it swapped. The replays' live calls are what finding out
+cost; nothing served from the record is spent again.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from subagent_lab.agents.launcher import ModelFactory
+from subagent_lab.agents.result import MainRunResult
+from subagent_lab.api.replay import ParentReplay, replay_parent
+from subagent_lab.api.runs import ConfigArg
+from subagent_lab.api.views import RunLike
+from subagent_lab.bench.suite import BenchTask
+
+ScoreArg = Callable[[MainRunResult], float] | BenchTask | None
+"""How a parent's final answer is scored: a function, a benchmark task (its answer quality, as the
+delegation study scores it), or None: 1.0 when the answer is the recorded one, else 0.0."""
+OTHER_MODEL = {"light": "main", "main": "light"}
+CREDIT_COLUMNS = (
+    "child", "profile", "child_task", "recorded_model", "swapped_to", "recorded_score", "score",
+    "contribution", "answer_changed", "terminal_reason", "cache_hits", "cache_misses",
+    "parent_live_calls", "live_prompt_tokens", "live_completion_tokens", "live_tokens",
+)  # fmt: skip
+"""The table's columns, in order (docs/numbers.md, "Per-child credit")."""
+
+
+def _scorer(score: ScoreArg, recorded_answer: str | None) -> Callable[[MainRunResult], float]:
+    if isinstance(score, BenchTask):
+        from subagent_lab.experiments.delegation_ledger import score_parent
+
+        task = score
+
+        def quality(result: MainRunResult) -> float:
+            value = score_parent(task, result, task.workspace_root()).quality
+            return math.nan if value is None else value  # an unscored task: no number, not a zero
+
+        return quality
+    if score is None:
+        return lambda result: float(result.answer == recorded_answer)
+    return score
+
+
+def child_credit(
+    run: RunLike,
+    score: ScoreArg = None,
+    *,
+    swaps: Sequence[str] = ("none", "other"),
+    config: ConfigArg = None,
+    live: ModelFactory | None = None,
+    child_live: ModelFactory | None = None,
+    target: str | Path | None = None,
+    **agent: Any,
+) -> pd.DataFrame:
+    """One row per (Task child, swap) of the recorded parent ``run``: the parent's score with that
+    child swapped beside the recorded score, and what the replay sent live.
+
+    Args:
+        run: The recorded parent (its ``MainRunResult``, trace path or study row).
+        score: See ``ScoreArg``.
+        swaps: Model choices to swap each child to; ``"other"`` is light for a child on main and
+            main for one on light (skipped for a child on another choice).
+        config, live, child_live, target, **agent: As for ``replay_parent``.
+
+    First the parent is replayed with nothing swapped: its score is the recorded score (the run
+    itself when ``run`` is a ``MainRunResult``) and its live calls, which should be 0, are in
+    ``df.attrs["identity_live_calls"]``.
+    """
+    options: dict[str, Any] = dict(config=config, live=live, child_live=child_live, target=target, **agent)
+    identity = replay_parent(run, None, **options)
+    recorded = run if isinstance(run, MainRunResult) else identity.result
+    scorer = _scorer(score, recorded.answer)
+    recorded_score = scorer(recorded)
+    rows: list[dict[str, Any]] = []
+    for child in identity.children:
+        for wanted in swaps:
+            to = OTHER_MODEL.get(child.model_choice) if wanted == "other" else wanted
+            if to is None or to == child.model_choice:
+                continue
+            replay = replay_parent(run, {child.index: {"model": to}}, **options)
+            rows.append(
+                {
+                    "child": child.index,
+                    "profile": child.profile,
+                    "child_task": child.task[:200],
+                    "recorded_model": child.model_choice,
+                    "swapped_to": to,
+                    "recorded_score": recorded_score,
+                    **_outcome(replay, scorer, recorded_score, recorded.answer),
+                }
+            )
+    df = pd.DataFrame(rows, columns=list(CREDIT_COLUMNS))
+    df.attrs["identity_live_calls"] = identity.live_calls
+    df.attrs["recorded_trace"] = identity.recorded_trace
+    return df
+
+
+def _outcome(
+    replay: ParentReplay, scorer: Callable[[MainRunResult], float], recorded: float, answer: str | None
+) -> dict[str, Any]:
+    """One replay's score, its difference from the recorded score and its cost."""
+    result, usage = replay.result, replay.live_usage
+    score = scorer(result)
+    return {
+        "score": score,
+        "contribution": recorded - score,
+        "answer_changed": result.answer != answer,
+        "terminal_reason": result.terminal_reason,
+        "cache_hits": replay.served_calls,
+        "cache_misses": replay.live_calls,
+        "parent_live_calls": replay.tally.live["parent"],
+        "live_prompt_tokens": usage.prompt_tokens,
+        "live_completion_tokens": usage.completion_tokens,
+        "live_tokens": usage.total_tokens,
+    }
+
+
+def study_credit(
+    row: Mapping[str, Any],
+    score: ScoreArg = None,
+    *,
+    swaps: Sequence[str] = ("none", "other"),
+    config: str | Path | None = None,
+    live: ModelFactory | None = None,
+    child_live: ModelFactory | None = None,
+) -> pd.DataFrame:
+    """``child_credit`` for one parent run of the delegation study (a row of its table): replayed
+    under the configuration and arm it ran with, scored like the study (``score_parent``'s answer
+    quality) unless ``score`` says otherwise, the row's ``split``, ``task_id`` and ``cell`` in front.
+
+    ``config``: the ``profiles.yaml`` the study ran with (None: the default). ``live`` and
+    ``child_live`` default to the configured models (the no-model ones for a baseline study).
+    """
+    from subagent_lab.experiments.delegation_replay import study_replay
+
+    setup = study_replay(row, config)
+    df = child_credit(
+        str(row["trace_path"]),
+        setup.task if score is None else score,
+        swaps=swaps,
+        config=setup.config,
+        live=live or setup.live,
+        child_live=child_live or setup.child_live,
+        target=setup.task.workspace_root(),
+        **setup.agent,
+    )
+    for at, key in enumerate(("split", "task_id", "cell")):
+        df.insert(at, key, row.get(key))
+    return df

@@ -268,3 +268,26 @@ def test_unit_tests_cannot_reach_the_embedded_model(config: LabConfig, workspace
     """The conftest guard: forgetting the scripted model fails at once, naming the fix."""
     with pytest.raises(pytest.fail.Exception, match="pass a ScriptedModel"):
         sl.explore("Where is login?", workspace, "light", config=config)
+
+
+def test_explore_takes_a_scaffold_preset(workspace: Path, tmp_path: Path) -> None:
+    """``scaffold=`` applies a preset's every field as a sweep does; keywords still win over it."""
+    lab = sl.load_config(REPO / "profiles.yaml", env={})
+    model = sl.ScriptedModel([final({"status": "completed", "summary": "s", "findings": [], "evidence": []})])
+    result = sl.explore(
+        "Where is login?",
+        workspace,
+        model,
+        config=lab,
+        runs_dir=tmp_path,
+        scaffold="retrieval-start",
+        max_steps=3,
+    )
+    start = read_trace(result.trace_path)[0]
+    assert isinstance(start, RunStarted)
+    assert "retrieval_start" in result.policies and start.budgets["max_steps"] == 3
+    assert {"Find", "Search"} <= set(start.tools)
+    with pytest.raises(ConfigError, match="no-such-preset"):
+        sl.explore(
+            "Where is login?", workspace, model, config=lab, runs_dir=tmp_path, scaffold="no-such-preset"
+        )

@@ -173,6 +173,7 @@ def explore(
     runs_dir: str | Path | None = None,
     seed: int | None = None,
     temperature: float | None = None,
+    scaffold: str | None = None,
     **overrides: Any,
 ) -> SubagentResult:
     """Ask an explore sub-agent a question about a code base; returns its ``SubagentResult``.
@@ -199,8 +200,15 @@ def explore(
         runs_dir: Where the trace goes; default: the config's ``trace_dir`` (``runs/``).
         seed: The sampling seed sent with every call (None: the model's).
         temperature: The sampling temperature (None: the model's).
-        **overrides: Profile fields for this run, e.g. ``max_steps=6, total_token_budget=16000``.
+        scaffold: A scaffold preset of ``profiles.yaml`` (``scaffolds:``, e.g. ``"retrieval-start"``)
+            whose every field replaces the profile's, as a sweep applies it; None: the profile's own.
+        **overrides: Profile fields for this run, e.g. ``max_steps=6, total_token_budget=16000``
+            (applied after the preset).
     """
+    if scaffold is not None:
+        lab = as_config(config)
+        overrides = {**lab.scaffold(scaffold).resolved(), **overrides}
+        config = lab
     return run(
         profile,
         task,

@@ -237,4 +237,5 @@ def request_digest(request: ModelRequest) -> str:
     requests with the same digest ask a model the same thing."""
     body = request.model_dump(mode="json", exclude={"timeout_s"})
     blob = json.dumps(body, sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    # surrogatepass: a hostile server's lone surrogates reach the request as text and must hash
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()

@@ -71,7 +71,8 @@ def request_key(namespace: str, request: ModelRequest) -> str:
     """SHA-256 over the namespace (``config_namespace``) and the whole request except its timeout."""
     body = request.model_dump(mode="json", exclude={"timeout_s"})
     blob = json.dumps({"ns": namespace, "request": body}, sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    # surrogatepass: the same bytes as before for every request without a lone surrogate
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class CachingModel:

@@ -29,6 +29,8 @@ from subagent_lab.workspace.sandbox import Workspace
 CANARY = "HOST-CANARY-39c1"
 LEVELS = ("a", "a/b", "a/b/c")
 CALLS = 40
+RACE_S = 20.0
+"""How long a race goes on past CALLS calls, waiting for one answer from inside the workspace."""
 """Calls per tool and level, racing the swapper."""
 
 
@@ -111,12 +113,15 @@ TOOLS: dict[str, Callable[[Path, Workspace, str], str]] = {
 def test_the_canary_never_appears(scene: tuple[Path, Path], tool: str, level: str) -> None:
     root, host = scene
     ws = Workspace(root)
-    inside = 0
+    inside, calls, deadline = 0, 0, time.monotonic() + RACE_S
     with swapper(root, host, level):
-        for _ in range(CALLS):
+        # CALLS calls at least, and on until one answers from inside the workspace: on a loaded
+        # machine the swapper can hold the link in place for every one of the first CALLS.
+        while calls < CALLS or (not inside and time.monotonic() < deadline):
             text = _text(lambda: TOOLS[tool](root, ws, level))
             assert CANARY not in text, (tool, level, text[:500])
             inside += "inside" in text or "f.py" in text
+            calls += 1
     assert inside > 0  # the race did not only ever refuse
 
 

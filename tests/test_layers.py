@@ -18,8 +18,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "subagent_lab"
 LAYERS: list[tuple[str, set[str]]] = [
     ("core", {"core"}),
     ("config", {"config"}),
-    ("tools, workspace, models, local models, scaffold",
-     {"tools", "workspace", "models", "local_models", "scaffold"}),
+    ("tools, workspace, models, scaffold", {"tools", "workspace", "models", "scaffold"}),
+    # The embedded engine above the adapters it serves (its factory makes them; the call cache's
+    # namespace reads its weight specs): models/ never imports local_models/.
+    ("local models", {"local_models"}),
     ("agents", {"agents"}),
     ("bench, analysis", {"bench", "analysis"}),
     ("experiments", {"experiments"}),

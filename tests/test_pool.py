@@ -13,8 +13,9 @@ from conftest import REPO
 from subagent_lab.config.profiles import LabConfig
 from subagent_lab.core.model import ModelCallError
 from subagent_lab.core.types import Message, ModelRequest, ModelResponse
+from subagent_lab.local_models.factory import default_model_factory
+from subagent_lab.local_models.namespace import config_namespace
 from subagent_lab.local_models.weights import spec_for
-from subagent_lab.models.cache import config_namespace
 from subagent_lab.models.openai_chat import OpenAIChatModel
 from subagent_lab.models.pool import EndpointPool, failure_status, pooled_factory
 
@@ -122,7 +123,7 @@ def test_pooled_factory_shares_one_pool_per_model_and_leaves_plain_models_alone(
             update={"base_url": a.url, "model": "fake", "endpoints": {a.url: 1, b.url: 3}}
         )
         plain = main.model_copy(update={"base_url": a.url, "model": "fake"})
-        make = pooled_factory(config)
+        make = pooled_factory(config, default_model_factory(config))
         first, second = make("main", pooled), make("main", pooled)
         assert isinstance(first, EndpointPool) and first is second
         assert [(m.name, m.limit) for m in first.members] == [(a.url, 1), (b.url, 3)]

@@ -90,7 +90,8 @@ def factory_for(
         raise TypeError(f"model must be 'light'/'main', a model object or a factory, not {type(model)}")
     if cache is False:
         return factory, choice
-    from subagent_lab.models.cache import CachingModel, config_namespace
+    from subagent_lab.local_models.namespace import config_namespace
+    from subagent_lab.models.cache import CachingModel
 
     where = cache_dir(runs) if cache is True else Path(cache)
     inner = factory

@@ -47,7 +47,9 @@ from subagent_lab.core.model import Model
 from subagent_lab.core.types import ModelChoice, ModelResponse
 from subagent_lab.experiments.rows import base_row
 from subagent_lab.experiments.sweep import RunSpec, execute_run
-from subagent_lab.models.cache import CachingModel, config_namespace, entry_path, store_entry
+from subagent_lab.local_models.factory import default_model_factory
+from subagent_lab.local_models.namespace import config_namespace
+from subagent_lab.models.cache import CachingModel, entry_path, store_entry
 from subagent_lab.models.pool import pooled_factory
 
 START_TOPIC = "subagent-lab-run-started"
@@ -132,7 +134,9 @@ def cluster_task(
     if model_factory is None and not _LIMITER and worker:
         _LIMITER.append(cluster_limiter())
     limiter = _LIMITER[0] if _LIMITER else None
-    inner = model_factory or pooled_factory(lab, limiter=limiter, share_adapters=True)
+    inner = model_factory or pooled_factory(
+        lab, default_model_factory(lab), limiter=limiter, share_adapters=True
+    )
     cached: list[CachingModel] = []
     cache_dir = home / "model-cache"
 

@@ -223,7 +223,8 @@ def _factories(
 
     default = default_model_factory(lab)
     if run.cache_dir:
-        from subagent_lab.models.cache import CachingModel, config_namespace
+        from subagent_lab.local_models.namespace import config_namespace
+        from subagent_lab.models.cache import CachingModel
 
         inner, where = default, run.cache_dir
 

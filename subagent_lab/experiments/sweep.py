@@ -51,7 +51,8 @@ from subagent_lab.experiments.rows import (
 )
 from subagent_lab.experiments.spec import RunSpec, SweepSpec, Variant, plan_runs, select_tasks, spec_tasks
 from subagent_lab.local_models import factory as local_factory
-from subagent_lab.models.cache import CachingModel, config_namespace
+from subagent_lab.local_models.namespace import config_namespace
+from subagent_lab.models.cache import CachingModel
 from subagent_lab.models.pool import pooled_factory
 
 __all__ = [  # the grid and the rows are re-exported: callers import a sweep's names from here

@@ -18,7 +18,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from subagent_lab.config.profiles import LabConfig, ModelConfig
+from subagent_lab.config.profiles import ModelConfig
 from subagent_lab.core.model import Model
 from subagent_lab.core.types import ModelRequest, ModelResponse
 
@@ -27,20 +27,6 @@ def weights_namespace(sha256: str, cfg: ModelConfig) -> str:
     """The namespace of a model whose weights are known: their hash and how the adapter renders
     requests (the tool protocol and the grammar change what the server is sent)."""
     return f"weights-sha256:{sha256}|{cfg.tool_protocol}|constrain={cfg.constrain_output}"
-
-
-def config_namespace(lab: LabConfig, cfg: ModelConfig) -> str:
-    """The cache namespace of a configured model (see the module docstring)."""
-    if cfg.base_url is None and not cfg.endpoints:
-        from subagent_lab.local_models.weights import WeightsError, spec_for
-
-        try:
-            return weights_namespace(spec_for(cfg.model).sha256, cfg)
-        except WeightsError:
-            pass  # an alias the embedded server does not ship: key by endpoint as before
-    if cfg.endpoints:
-        return f"{'|'.join(sorted(cfg.endpoints))}|{cfg.model}"
-    return f"{lab.endpoint_url(cfg)}|{cfg.model}"
 
 
 _KEY = re.compile(r"[0-9a-f]{64}")

@@ -255,7 +255,7 @@ _POOLS_LOCK = threading.Lock()
 
 def pooled_factory(
     lab: LabConfig,
-    inner: Callable[[ModelChoice, ModelConfig], Model] | None = None,
+    inner: Callable[[ModelChoice, ModelConfig], Model],
     *,
     limiter: Limiter | None = None,
     share_adapters: bool = False,
@@ -264,14 +264,13 @@ def pooled_factory(
 
     One pool per (model, endpoints) in a process, shared by all its runs, so the concurrency
     limits and the down state hold across runs. Models without ``endpoints`` come from ``inner``
-    (default: ``default_model_factory(lab)``); each member adapter is made by it too, with the
+    (the embedded engine's ``local_models.factory.default_model_factory(lab)`` where the caller
+    has no other); each member adapter is made by it too, with the
     member's ``base_url`` and no retries of its own. ``share_adapters``: also make one model per
     configuration for the process's runs (a cluster worker: an HTTP client with its TLS context
     costs tens of milliseconds of CPU to build, more than the rest of a fast run's model call).
     """
-    from subagent_lab.local_models.factory import default_model_factory
-
-    make_one = inner or default_model_factory(lab)
+    make_one = inner
 
     def make(choice: ModelChoice, cfg: ModelConfig) -> Model:
         endpoints: dict[str, int] = cfg.endpoints

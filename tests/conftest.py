@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from subagent_lab.agents.launcher import SubagentLauncher
 from subagent_lab.config.profiles import LabConfig, load_config
@@ -151,3 +152,16 @@ def make_launcher(config: LabConfig, workspace: Path, tmp_path: Path) -> Launche
         return launcher, model
 
     return make
+
+
+@pytest.fixture
+def config_path(tmp_path: Path) -> str:
+    """The repository's profiles.yaml copied to ``tmp_path`` (prompt files made absolute, traces
+    under ``tmp_path/runs``): a configuration file a sweep can take by path."""
+    raw = yaml.safe_load((REPO / "profiles.yaml").read_text())
+    for prof in raw["profiles"].values():
+        prof["system_prompt_file"] = str(REPO / prof["system_prompt_file"])
+    raw["trace_dir"] = str(tmp_path / "runs")
+    path = tmp_path / "profiles.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return str(path)

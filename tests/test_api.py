@@ -11,7 +11,6 @@ from typing import Any
 
 import ipywidgets
 import pytest
-import yaml
 from conftest import REPO
 
 import subagent_lab as sl
@@ -197,17 +196,6 @@ def test_run_parent_with_overrides(config: LabConfig, workspace: Path, tmp_path:
         sl.run_parent("x", workspace, model, config=config, tools=["WebFetch"])
     with pytest.raises(ConfigError, match="unknown agent profile"):
         sl.run_parent("x", workspace, model, config=config, profile="nobody")
-
-
-@pytest.fixture
-def config_path(tmp_path: Path) -> str:
-    raw = yaml.safe_load((REPO / "profiles.yaml").read_text())
-    for prof in raw["profiles"].values():
-        prof["system_prompt_file"] = str(REPO / prof["system_prompt_file"])
-    raw["trace_dir"] = str(tmp_path / "runs")
-    path = tmp_path / "profiles.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    return str(path)
 
 
 TASK = next(t for t in load_suite() if t.id == "yaml-safe-load")

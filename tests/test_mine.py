@@ -244,18 +244,12 @@ def test_cli_maps_gold_into_an_sdist_tree(history: tuple[Repo, dict[str, str]], 
 
 
 def test_mine_then_sweep_prints_the_lift_table(
-    history: tuple[Repo, dict[str, str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    history: tuple[Repo, dict[str, str]], tmp_path: Path, config_path: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """End to end as a user runs it: `subagent-lab mine` then `subagent-lab sweep --tasks`, the two
     floors (no model), the lift table with the strongest floor named."""
     repo, c = history
-    raw = yaml.safe_load((Path(__file__).resolve().parent.parent / "profiles.yaml").read_text())
-    root = Path(__file__).resolve().parent.parent
-    for prof in raw["profiles"].values():
-        prof["system_prompt_file"] = str(root / prof["system_prompt_file"])
-    raw["trace_dir"] = str(tmp_path / "runs")
-    config = tmp_path / "profiles.yaml"
-    config.write_text(yaml.safe_dump(raw))
+    config = config_path
     tasks = tmp_path / "mined.yaml"
     assert main(["mine", str(repo.root), "--revs", f"{c['init']}..HEAD", "--out", str(tasks)]) == 0
     assert "tasks written to" in capsys.readouterr().out

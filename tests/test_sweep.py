@@ -7,8 +7,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
-from conftest import REPO
 
 from subagent_lab.analysis.summary import budget_curve, summarize, terminal_reasons
 from subagent_lab.bench.suite import load_suite
@@ -35,17 +33,6 @@ def _answer(evidence: list[str]) -> dict[str, object]:
 # showed the run (docs/numbers.md, "Scoring").
 GOLD = [f"{g.path}:{g.start}" for g in TASK.gold]
 FACTORY = ScriptedFactory({"*": [tool_call("Grep", pattern="def safe_load"), final(_answer(GOLD))]})
-
-
-@pytest.fixture
-def config_path(tmp_path: Path) -> str:
-    raw = yaml.safe_load((REPO / "profiles.yaml").read_text())
-    for prof in raw["profiles"].values():
-        prof["system_prompt_file"] = str(REPO / prof["system_prompt_file"])
-    raw["trace_dir"] = str(tmp_path / "runs")
-    path = tmp_path / "profiles.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    return str(path)
 
 
 def test_sweep_table_has_one_scored_row_per_run(config_path: str, tmp_path: Path) -> None:

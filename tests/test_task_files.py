@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
-from conftest import REPO
 
 from subagent_lab.analysis.summary import headline, summarize
 from subagent_lab.bench import workspaces
@@ -217,17 +215,6 @@ def test_committed_schema_is_the_models() -> None:
 
 
 # ---------------------------------------------------------------------------- sweeps over a task file
-
-
-@pytest.fixture
-def config_path(tmp_path: Path) -> str:
-    raw = yaml.safe_load((REPO / "profiles.yaml").read_text())
-    for prof in raw["profiles"].values():
-        prof["system_prompt_file"] = str(REPO / prof["system_prompt_file"])
-    raw["trace_dir"] = str(tmp_path / "runs")
-    path = tmp_path / "profiles.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    return str(path)
 
 
 def _two_tasks(tmp_path: Path, rev: str) -> Path:

@@ -8,6 +8,7 @@ VENV="${SUBAGENT_LAB_VENV:-.venv}"
 # One run at a time: on 2 cores two concurrent runs only share them (the smoke sweep took 577 s with
 # 2 workers, 533 s of run time with 1; docs/benchmarks.md). Later arguments override this one.
 # The two floors ("none", the no-model baseline, and "retrieval", Find + Search with no model; both
-# take seconds) run beside both models on the same tasks and the same scaffold preset ("aided"): the
-# table leads with main - light and each model's lift over the baseline and the strongest floor.
-exec "$VENV/bin/subagent-lab" sweep --suite smoke --models none,retrieval,light,main --scaffold aided --workers 1 "$@"
+# take seconds) run beside both models on the same tasks and the same scaffold preset, the shipped
+# default "retrieval-start" (the child starts from the harness's own Find and Search): the table leads
+# with main - light and each model's lift over the baseline and the strongest floor.
+exec "$VENV/bin/subagent-lab" sweep --suite smoke --models none,retrieval,light,main --scaffold retrieval-start --workers 1 "$@"

@@ -96,15 +96,19 @@ def config(tmp_path: Path) -> LabConfig:
     cfg = load_config(REPO / "profiles.yaml", env={})
     # Scripted tests answer whenever they like and call the full tools with any path; the
     # small-model scaffold (min_tool_calls, constrained paths, the simple tools) has its own tests.
+    # The explore profile ships `retrieval-start` (the harness runs Find and Search before the first
+    # action); these tests script every call themselves, so they start from the `aided` fields.
     loose = {
         "min_tool_calls": 0, "tool_interface": "full", "constrain_paths": False,
         "finish_after_stale": 0, "read_after_hits": False, "absence_check": False, "cite_anchors": False,
         "task_paths": False, "read_outline": 0, "read_on": 0, "finish_after_reads": 0,
     }  # fmt: skip
     # A model's own tuning (model_overrides) is applied after the profile: loosen it the same way.
+    aided = cfg.scaffold("aided").resolved()
     profiles = {
         name: p.model_copy(
             update={
+                **(aided if name == "explore" else {}),
                 **loose,
                 "model_overrides": {
                     choice: {k: loose.get(k, v) for k, v in tuned.items()}
@@ -159,6 +163,9 @@ def config_path(tmp_path: Path) -> str:
     """The repository's profiles.yaml copied to ``tmp_path`` (prompt files made absolute, traces
     under ``tmp_path/runs``): a configuration file a sweep can take by path."""
     raw = yaml.safe_load((REPO / "profiles.yaml").read_text())
+    # Scripted sweeps answer without the harness's opening retrieval: the explore profile as `aided`.
+    aided = load_config(REPO / "profiles.yaml", env={}).scaffold("aided").resolved()
+    raw["profiles"]["explore"].update(aided)
     for prof in raw["profiles"].values():
         prof["system_prompt_file"] = str(REPO / prof["system_prompt_file"])
     raw["trace_dir"] = str(tmp_path / "runs")

@@ -383,3 +383,28 @@ def test_fetch_refuses_an_archive_escaping_its_directory(
     with pytest.raises(ConfigError, match="cannot unpack"):
         workspaces.fetch(["demo"], log=lambda _: None)
     assert not (base.parent / "outside.py").exists() and not (base / "outside.py").exists()
+
+
+def test_the_index_download_takes_the_file_by_its_pinned_digest() -> None:
+    """pip refused more-itertools 8.x (its setup.py imported another release for its version): the
+    fetcher picks the file off the index's JSON page by SHA-256, whatever its metadata says."""
+    from subagent_lab.bench.sdist_index import find_file, project_url
+
+    page = {
+        "files": [
+            {
+                "filename": "more_itertools-8.10.0-py3-none-any.whl",
+                "url": "https://f/w",
+                "hashes": {"sha256": "aa"},
+            },
+            {"filename": "more-itertools-8.10.0.tar.gz", "url": "https://f/a", "hashes": {"sha256": "bb"}},
+            {"filename": "../evil.tar.gz", "url": "https://f/e", "hashes": {"sha256": "cc"}},
+        ]
+    }
+    assert find_file(page, "bb") == ("more-itertools-8.10.0.tar.gz", "https://f/a")
+    assert find_file(page, "aa") is None  # a wheel is not a source tree
+    assert find_file(page, "cc") is None  # a name that is not one path component
+    assert find_file({"files": "junk"}, "bb") is None
+    assert (
+        project_url("More_Itertools", "https://pypi.org/simple") == "https://pypi.org/simple/more-itertools/"
+    )

@@ -19,6 +19,7 @@ import pytest
 import yaml
 from conftest import REPO
 
+from subagent_lab.config.profiles import load_config
 from subagent_lab.core.trace import read_trace
 from subagent_lab.experiments.sweep import SweepSpec, load_results, run_sweep
 
@@ -33,6 +34,9 @@ TASK = "yaml-safe-load"
 def _config(tmp_path: Path, endpoints: dict[str, int]) -> str:
     """The repo's profiles.yaml with both models served by ``endpoints`` (a pool of fakes)."""
     raw = yaml.safe_load((REPO / "profiles.yaml").read_text())
+    # The fake answers without the harness's opening retrieval: the explore profile as `aided`.
+    aided = load_config(REPO / "profiles.yaml", env={}).scaffold("aided").resolved()
+    raw["profiles"]["explore"].update(aided)
     for prof in raw["profiles"].values():
         if "system_prompt_file" in prof:
             prof["system_prompt_file"] = str(REPO / prof["system_prompt_file"])

@@ -279,7 +279,8 @@ def test_for_run_gives_fresh_state_with_the_same_parameters() -> None:
 
 def test_the_builder_maps_the_flat_fields_to_ordered_policies(config: LabConfig) -> None:
     explore = config.profile("explore").model_copy(
-        update={"min_tool_calls": 1, "constrain_paths": True, "finish_after_stale": 1,
+        update={**config.scaffold("aided").resolved(),
+                "min_tool_calls": 1, "constrain_paths": True, "finish_after_stale": 1,
                 "read_after_hits": True, "first_search": 2, "cite_anchors": True, "cite_margin": 2,
                 "absence_check": True, "require_seen": True, "task_paths": True}
     )  # fmt: skip

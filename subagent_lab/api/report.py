@@ -136,7 +136,8 @@ def run_drilldown(row: pd.Series) -> str:
     except Exception as exc:  # an unreadable trace spoils its own section, not the report
         body = f"<p>cannot read the trace <code>{_e(path)}</code>: {_e(type(exc).__name__)}: {_e(exc)}</p>"
     # The inspector's hint to tick a checkbox means nothing on a static page.
-    body = body.replace("; tick 'expand tool results'", "")
+    for hint in ("; tick 'expand tool results'", "; tick &#x27;expand tool results&#x27;"):  # raw, escaped
+        body = body.replace(hint, "")
     return f"<details class='sl-run'>{summary}{body}</details>"
 
 

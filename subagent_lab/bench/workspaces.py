@@ -6,7 +6,8 @@ unpacked source distribution of each pinned package, under
 ``${SUBAGENT_LAB_CACHE:-~/.cache/subagent_lab}/workspaces/<name>-<version>/``.
 
 ``python -m subagent_lab.bench.workspaces fetch`` (run by ``scripts/setup.sh``) downloads each
-sdist with pip, checks its SHA-256 against the pin below, and unpacks it with an atomic rename, so
+sdist from the index by its pinned digest (``sdist_index``; pip where the index has no JSON
+API), checks its SHA-256 against the pin below, and unpacks it with an atomic rename, so
 a tree is either complete or absent. A second run does nothing. Offline, put the ``.tar.gz`` files
 in ``<cache>/workspaces/downloads/`` first; they are used when their hash matches.
 
@@ -28,6 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from subagent_lab.bench.sdist_index import download_pinned, index_url
 from subagent_lab.core.types import ConfigError
 from subagent_lab.local_models.weights import cache_root
 
@@ -238,6 +240,13 @@ def _archive(sdist: Sdist, downloads: Path, log: Callable[[str], None]) -> Path:
     for candidate in _candidates(sdist, downloads):
         if sha256_of(candidate) == sdist.sha256:
             return candidate
+    with tempfile.TemporaryDirectory(dir=downloads, prefix=".index-") as tmp:
+        fetched = download_pinned(sdist.dist, sdist.sha256, Path(tmp))
+        if fetched is not None and sha256_of(fetched) == sdist.sha256:
+            log(f"[workspaces] downloaded {sdist.requirement} (sdist) from {index_url()}")
+            target = downloads / fetched.name
+            os.replace(fetched, target)
+            return target
     log(f"[workspaces] downloading {sdist.requirement} (sdist) with pip")
     with tempfile.TemporaryDirectory(dir=downloads, prefix=".pip-") as tmp:
         # --no-binary for this one distribution only: its build backend may still come as a wheel.

@@ -114,7 +114,7 @@ class DelegationSpec(BaseModel):
     parent_model: ModelChoice = "main"
     baseline: bool = False
     """Every model is the no-model baseline (parent ``ParentBaseline``, children ``BaselineModel``)."""
-    scaffold: str | None = "aided"
+    scaffold: str | None = "retrieval-start"
     """The children's scaffold preset (one for every arm); None: the explore profile as written."""
     parent_budget: dict[str, Any] = Field(default_factory=lambda: dict(PARENT_BUDGET))
     child_budget: dict[str, Any] = Field(default_factory=lambda: dict(CHILD_BUDGET))

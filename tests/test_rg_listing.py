@@ -130,3 +130,18 @@ def test_a_linked_ignore_file_or_a_large_tree_is_listed_by_rg_every_time(
     (tree / "pkg" / "c.py").write_text("needle\n")
     assert _files(ws) == ["b.txt", "pkg/a.py", "pkg/c.py"]
     assert rg_listing._listings == {}
+
+
+def test_a_submodule_pointer_is_signed_and_a_linked_git_info_is_not(tree: Path) -> None:
+    """With ``--no-require-git`` rg reads ``.git/info/exclude`` only through a real ``.git``
+    directory: a ``.git`` file (a submodule's pointer) adds no rules, a linked ``info`` would."""
+    (tree / "pkg" / ".git").write_text("gitdir: ../../elsewhere\n")
+    fd = os.open(tree, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert rg_listing.signature(fd)
+        (tree / ".git").mkdir()
+        os.symlink(tree.parent, tree / ".git" / "info")
+        with pytest.raises(rg_listing._Unsigned):
+            rg_listing.signature(fd)
+    finally:
+        os.close(fd)

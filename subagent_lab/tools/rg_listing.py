@@ -83,14 +83,26 @@ def _file_bytes(dir_fd: int, name: str) -> bytes:
 
 
 def _git_exclude(dir_fd: int) -> bytes:
-    """``.git/info/exclude`` below ``dir_fd`` (``b""`` when absent), opened component by component."""
+    """``.git/info/exclude`` below ``dir_fd`` (``b""`` when absent), opened component by component.
+
+    With ``--no-require-git`` rg reads exactly this path: a ``.git`` *file* (a submodule's or a
+    worktree's pointer) is not followed, so only a link on the way makes the tree unsigned."""
     opened: list[int] = []
     try:
         for name in (".git", "info"):
+            parent = opened[-1] if opened else dir_fd
             try:
-                opened.append(os.open(name, _DIR_FLAGS, dir_fd=opened[-1] if opened else dir_fd))
+                info = os.stat(name, dir_fd=parent, follow_symlinks=False)
+            except (FileNotFoundError, NotADirectoryError):
+                return b""
+            if stat.S_ISLNK(info.st_mode):
+                raise _Unsigned  # rg follows it
+            if not stat.S_ISDIR(info.st_mode):
+                return b""  # a .git file, or an info file: rg finds no exclude file there
+            try:
+                opened.append(os.open(name, _DIR_FLAGS, dir_fd=parent))
             except OSError:
-                return b""  # no such directory (or a link, which rg's walk does not treat as a repo's)
+                raise _Unsigned from None
         return _file_bytes(opened[-1], "exclude")
     finally:
         for fd in opened:
@@ -116,8 +128,6 @@ def _sign_dir(fd: int, rel: str, digest: hashlib.blake2b, counted: list[int], de
                 raise _Unsigned
             digest.update(b"\2" + _file_bytes(fd, name) + b"\3")
         elif name == ".git":
-            if kind != b"d":
-                raise _Unsigned  # a worktree's .git file: rg may read rules kept elsewhere
             digest.update(b"\4" + _git_exclude(fd) + b"\5")
     for name, kind in listing:
         if kind != b"d" or name in DEFAULT_IGNORED_DIRS:

@@ -109,6 +109,10 @@ def _git_exclude(dir_fd: int) -> bytes:
             os.close(fd)
 
 
+def _sized(data: bytes) -> bytes:
+    return b"%d:" % len(data) + data
+
+
 def _sign_dir(fd: int, rel: str, digest: hashlib.blake2b, counted: list[int], depth: int) -> None:
     if depth > MAX_SIGNED_DEPTH:
         raise _TooLarge
@@ -121,16 +125,18 @@ def _sign_dir(fd: int, rel: str, digest: hashlib.blake2b, counted: list[int], de
     if counted[0] > MAX_SIGNED_ENTRIES:
         raise _TooLarge
     listing.sort()
-    digest.update(os.fsencode(rel) + b"\0" + b"".join(k + os.fsencode(n) + b"\0" for n, k in listing) + b"\1")
+    # No name is empty or holds a NUL: an empty field ends the directory's block unambiguously.
+    text = "\0".join([rel, *(k + n for n, k in listing)]) + "\0\0"
+    digest.update(text.encode("utf-8", "surrogateescape"))
     for name, kind in listing:
         if name in IGNORE_FILES:
-            if kind != b"f":
+            if kind != "f":
                 raise _Unsigned
-            digest.update(b"\2" + _file_bytes(fd, name) + b"\3")
+            digest.update(_sized(_file_bytes(fd, name)))
         elif name == ".git":
-            digest.update(b"\4" + _git_exclude(fd) + b"\5")
+            digest.update(_sized(_git_exclude(fd)))
     for name, kind in listing:
-        if kind != b"d" or name in DEFAULT_IGNORED_DIRS:
+        if kind != "d" or name in DEFAULT_IGNORED_DIRS:
             continue  # rg's walk never enters these (``--glob '!name/'``)
         try:
             child = os.open(name, _DIR_FLAGS, dir_fd=fd)
@@ -142,12 +148,12 @@ def _sign_dir(fd: int, rel: str, digest: hashlib.blake2b, counted: list[int], de
             os.close(child)
 
 
-def _kind(entry: os.DirEntry[str]) -> bytes:
-    if entry.is_symlink():
-        return b"l"
+def _kind(entry: os.DirEntry[str]) -> str:
+    if entry.is_file(follow_symlinks=False):  # most entries: one call
+        return "f"
     if entry.is_dir(follow_symlinks=False):
-        return b"d"
-    return b"f" if entry.is_file(follow_symlinks=False) else b"o"
+        return "d"
+    return "l" if entry.is_symlink() else "o"
 
 
 def signature(dir_fd: int) -> bytes:

@@ -93,6 +93,8 @@ class SearchRun:
     segments: Any = None
     """Walked files fed to rg's stdin one after another (``rg_files.Segments``): maps a line of
     the stream to its file and line; None when rg read files itself."""
+    hidden: dict[str, bool] = field(default_factory=dict)
+    """``Workspace.hidden_from_search`` of each path with a hit so far: asked once per file."""
 
 
 def _display_line(data: dict[str, Any], is_match: bool, width: int = MAX_LINE_CHARS) -> str:
@@ -226,7 +228,10 @@ def _take(
     else:
         raw_path = _text(data["path"])
         path = run.stdin_path if run.stdin_path is not None else run.prefix + _normalise(raw_path)
-    if ws.hidden_from_search(path, glob=run.glob):  # secrets; .gitignored files a glob re-included
+    hidden = run.hidden.get(path)
+    if hidden is None:  # secrets; .gitignored files a glob re-included
+        hidden = run.hidden[path] = ws.hidden_from_search(path, glob=run.glob)
+    if hidden:
         return False
     if kind == "match":
         run.matches += 1

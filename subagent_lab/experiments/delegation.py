@@ -48,8 +48,8 @@ from subagent_lab.experiments.delegation_ledger import (
     score_parent,
 )
 from subagent_lab.experiments.parent_baseline import ParentBaseline
-from subagent_lab.experiments.provenance import provenance, row_stamp
 from subagent_lab.experiments.rows import SCORE_COLUMNS, ResultLog, load_results
+from subagent_lab.experiments.stamp import provenance, row_stamp
 
 Arm = Literal["alone", "delegate-light", "delegate-main", "forced-delegation"]
 ARMS: tuple[Arm, ...] = ("alone", "delegate-light", "delegate-main", "forced-delegation")

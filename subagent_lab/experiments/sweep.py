@@ -38,7 +38,6 @@ from subagent_lab.config.scaffolds import SCAFFOLD_FIELDS, scaffold_hash
 from subagent_lab.core.model import Model
 from subagent_lab.core.trace import Redactor, read_trace
 from subagent_lab.core.types import FLOOR_CHOICES, ModelChoice
-from subagent_lab.experiments.provenance import Provenance, provenance
 from subagent_lab.experiments.rows import (
     OUTCOMES,
     SCORE_COLUMNS,
@@ -50,6 +49,7 @@ from subagent_lab.experiments.rows import (
     result_row,
 )
 from subagent_lab.experiments.spec import RunSpec, SweepSpec, Variant, plan_runs, select_tasks, spec_tasks
+from subagent_lab.experiments.stamp import Provenance, provenance
 from subagent_lab.local_models import factory as local_factory
 from subagent_lab.local_models.namespace import config_namespace
 from subagent_lab.models.cache import CachingModel
@@ -170,7 +170,7 @@ def execute_run(run: RunSpec, model_factory: ModelFactory | None = None) -> dict
 def sweep_dir(spec: SweepSpec, out_dir: str | Path | None = None, lab: LabConfig | None = None) -> Path:
     """``<out_dir>/<name>-<grid hash>``, or ``...-<provenance hash>`` when that directory holds rows
     of another code, config, prompt, task or weights version than ``lab`` and this checkout
-    (``experiments.provenance``). Without ``lab`` there is nothing to compare: the grid's first
+    (``experiments.stamp``). Without ``lab`` there is nothing to compare: the grid's first
     directory (``out_dir`` defaults to the default configuration's ``trace_dir``)."""
     base = Path(out_dir) if out_dir else (lab or load_config()).trace_root() / "sweeps"
     plain = base / f"{spec.name}-{spec.key()}"

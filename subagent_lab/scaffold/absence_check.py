@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from subagent_lab.core.evidence import constrain_evidence
 from subagent_lab.core.policy import Policy, RunView
-from subagent_lab.core.provenance import constrain_evidence
 
 CHECK_PROMPT = (
     'Before your final answer, one question. The task was: "{task}"\nLook at the code the tools '

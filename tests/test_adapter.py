@@ -10,6 +10,7 @@ from subagent_lab.config.profiles import LabConfig, ModelConfig
 from subagent_lab.core.dispatch import FINISH_SCHEMA
 from subagent_lab.core.trace import read_trace
 from subagent_lab.core.types import Message, ModelRequest, ModelResponse
+from subagent_lab.models.chat_reply import parse_action_reply
 from subagent_lab.models.openai_chat import OpenAIChatModel, action_schema
 from subagent_lab.tools.registry import READONLY_TOOLS, simple_tools
 
@@ -60,25 +61,25 @@ def test_json_protocol_messages_and_parsing() -> None:
     )
     kwargs = model._kwargs(request)
     assert "Grep" in kwargs["messages"][0]["content"] and kwargs["response_format"]["type"] == "json_schema"
-    flat = model._parse_action(ModelResponse(text='{"thought": "look", "tool": "Grep", "pattern": "x"}'))
+    flat = parse_action_reply(ModelResponse(text='{"thought": "look", "tool": "Grep", "pattern": "x"}'))
     assert flat.tool_calls[0].arguments == {"pattern": "x"} and flat.text == "look"
     final_kwargs = model._kwargs(
         request.model_copy(update={"phase": "final", "final_schema": {"type": "object"}})
     )
     assert final_kwargs["response_format"]["json_schema"]["schema"] == {"type": "object"}
-    call = model._parse_action(ModelResponse(text='{"tool": "Grep", "arguments": {"pattern": "x"}}'))
+    call = parse_action_reply(ModelResponse(text='{"tool": "Grep", "arguments": {"pattern": "x"}}'))
     assert call.tool_calls[0].name == "Grep" and call.tool_calls[0].arguments == {"pattern": "x"}
-    done = model._parse_action(ModelResponse(text='{"final": {"status": "completed"}}'))
+    done = parse_action_reply(ModelResponse(text='{"final": {"status": "completed"}}'))
     assert done.tool_calls == [] and done.text == '{"status": "completed"}'
-    junk = model._parse_action(ModelResponse(text="I think the answer is 42"))
+    junk = parse_action_reply(ModelResponse(text="I think the answer is 42"))
     assert not junk.parse_ok and junk.text == "I think the answer is 42"
-    fenced = model._parse_action(
+    fenced = parse_action_reply(
         ModelResponse(text='Sure:\n```json\n{"tool": "Read", "arguments": {"path": "a"}}\n```')
     )
     assert fenced.tool_calls[0].name == "Read"
-    qwen = model._parse_action(ModelResponse(text='{"name": "Glob", "arguments": {"pattern": "*.py"}}'))
+    qwen = parse_action_reply(ModelResponse(text='{"name": "Glob", "arguments": {"pattern": "*.py"}}'))
     assert qwen.tool_calls[0].name == "Glob"
-    bare = model._parse_action(ModelResponse(text='{"status": "completed", "summary": "s"}'))
+    bare = parse_action_reply(ModelResponse(text='{"status": "completed", "summary": "s"}'))
     assert bare.parse_ok and bare.tool_calls == [] and json.loads(bare.text)["summary"] == "s"
 
 

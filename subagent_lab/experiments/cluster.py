@@ -82,7 +82,8 @@ def cluster_limiter() -> Callable[[str, int], contextlib.AbstractContextManager[
 
 _LIMITER: list[Callable[[str, int], contextlib.AbstractContextManager[bool]]] = []
 _LABS: dict[Path, LabConfig] = {}
-"""This worker's parsed configurations, by file (parsing profiles.yaml costs ~25 ms of CPU)."""
+"""This worker's parsed configurations, by file (a parse of profiles.yaml is a sizeable share of a
+run's harness CPU: docs/benchmarks.md, "The harness at scale")."""
 
 
 def _worker_dir() -> Path:

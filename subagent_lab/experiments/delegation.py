@@ -73,9 +73,9 @@ PARENT_BUDGET: dict[str, Any] = {
     "total_token_budget": 24000,
     "contract": "AnswerResult",
 }
-"""The parent's limits in every arm, and its answer contract: the locations in a list of their own.
-Free text, the 1.5B parent wrote "defined in loaders.py at line 152" and cited nothing a scorer
-could read (docs/benchmarks.md, "The delegation study")."""
+"""The parent's limits in every arm, and its answer contract: the locations in a list of their own,
+since a free-text answer cites nothing a scorer can read (docs/evaluation.md, "The delegation
+study")."""
 CHILD_BUDGET: dict[str, Any] = {"max_steps": 6}
 
 

@@ -79,7 +79,8 @@ _CONFIGS_LOCK = threading.Lock()
 
 def _config(path: str | None) -> LabConfig:
     """``load_config(path)``, parsed once per process while the file and the environment's model
-    overrides stay the same (the parse was ~19% of the harness's CPU per run at scale)."""
+    overrides stay the same (a parse per run was a sizeable share of the harness's CPU per
+    run: docs/benchmarks.md, "The harness at scale")."""
     where = Path(path or os.environ.get("SUBAGENT_LAB_CONFIG") or default_config_path()).resolve()
     try:
         stat = where.stat()

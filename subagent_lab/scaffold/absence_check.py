@@ -18,8 +18,8 @@ CHECK_PROMPT = (
     'showed you. Does it contain what the task looks for, or not? Reply {{"found": "yes"}} if it '
     'does, {{"found": "no"}} if the workspace has no such code.'
 )
-"""Restating the task matters: asked only "did the tools show what the task asks for?", the 1.5B
-model answered "yes" on every task, absent ones included (docs/benchmarks.md)."""
+"""The task is restated: asked only whether the tools showed what the task asks for, a small model
+says "yes" whatever the code holds (docs/design.md, ``absence_check``)."""
 CHECK_TASK_CHARS = 600
 CHECK_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -37,6 +37,7 @@ from subagent_lab.agents.parent import MainAgent
 from subagent_lab.agents.task_tool import ContextMode, TaskContext
 from subagent_lab.bench.suite import BenchTask, load_suite
 from subagent_lab.config.agent_profile import AgentProfile, apply_overrides
+from subagent_lab.config.parsed import parsed_config
 from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile, load_config
 from subagent_lab.core.model import Model
 from subagent_lab.core.tool import ToolError
@@ -245,7 +246,7 @@ def execute_study_run(
         "cell": run.cell.label, "repeat": run.repeat, "baseline": run.spec.baseline, **run.stamp,
     }  # fmt: skip
     try:
-        lab = study_config(load_config(run.config_path), run)
+        lab = study_config(parsed_config(run.config_path), run)
         parents, children = _factories(lab, run, parent_factory, child_factory)
         root = run.task.workspace_root()
         agent = MainAgent(

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from subagent_lab.config.profiles import SYMBOL_TOOLS
+from subagent_lab.core.evidence import constrain_evidence
 from subagent_lab.core.policy import HARNESS_CALL, CallResult, Policy, RunView
-from subagent_lab.core.provenance import constrain_evidence
 from subagent_lab.core.types import Span, ToolCall
 from subagent_lab.scaffold.cite_from_seen import unit_items
 from subagent_lab.scaffold.ranking import LINE_TEXT_CHARS, line_texts

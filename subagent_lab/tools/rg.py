@@ -150,7 +150,7 @@ def _run(
     selector = selectors.DefaultSelector()
     selector.register(proc.stdout, selectors.EVENT_READ, "out")
     selector.register(proc.stderr, selectors.EVENT_READ, "err")
-    pending = b""
+    pending: list[bytes] = []  # the unfinished line's chunks (a pipe gives 64 KB at a time)
     errors = b""
     total = 0
     open_streams = 2
@@ -174,8 +174,11 @@ def _run(
                     run.oversized = True
                     run.capped = True
                     break
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
+                if b"\n" not in chunk:  # joined once its line ends: a 20 MB line costs linear time
+                    pending.append(chunk)
+                    continue
+                *lines, rest = b"".join([*pending, chunk]).split(b"\n")
+                pending = [rest]
                 for line in lines:
                     if _consume(ws, run, line, max_results, files_only, line_chars):
                         run.capped = True

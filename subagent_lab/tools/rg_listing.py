@@ -47,7 +47,7 @@ _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _lock = threading.Lock()
 _listings: OrderedDict[tuple[object, ...], tuple[bytes, list[str]]] = OrderedDict()
 _unsigned: OrderedDict[tuple[object, ...], None] = OrderedDict()
-"""Trees found too large (or inexact) to sign: not walked again."""
+"""Trees found over the signature walk's bounds: not walked again."""
 
 
 class _Unsigned(Exception):

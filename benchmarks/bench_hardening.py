@@ -17,8 +17,10 @@ Issue 39 (``--tools``): Grep (a directory search now opens every file by descrip
 and a trace write (the redactor grew shapes) at ``BEFORE_39`` and now, side by side: each side
 runs in its own process (the old tree extracted with ``git archive``), alternating, best of
 ``--rounds``; the workspace is a copy of a real package (jinja2's source when the workspace
-cache has it, else this repository's ``subagent_lab``). The target: no tool or trace write more
-than 1.5x slower.
+cache has it, else this repository's ``subagent_lab``). A directory Grep keeps rg's file listing
+while the tree is unchanged (``tools/rg_listing.py``): the calls after the first are what a run
+repeats; "no kept listing" is a first call. The target: no tool or trace write more than 1.5x
+slower.
 
     .venv/bin/python benchmarks/bench_hardening.py --tools [--rounds 5]
 """
@@ -59,11 +61,21 @@ from subagent_lab.tools.read import read
 from subagent_lab.tools.rg import search
 from subagent_lab.workspace.sandbox import Workspace
 
+try:
+    from subagent_lab.tools.rg_listing import clear_cache  # kept listings, since issue 39
+except ImportError:
+    clear_cache = lambda: None  # noqa: E731 (the tree before: nothing kept)
+
+def cold_grep():
+    clear_cache()
+    return search(ws, ["def "], ".", max_results=100)
+
 ws = Workspace(Path(sys.argv[1]))
 out = Path(sys.argv[2])
 page = read(ws, sys.argv[3], start=1, limit=400)
 cases = {
     "Grep 'def ' (100 hits)": lambda: search(ws, ["def "], ".", max_results=100),
+    "Grep 'def ', no kept listing": cold_grep,
     "Grep, no match (whole tree)": lambda: search(ws, ["zq_no_such_name_zq"], "."),
     "Grep glob '*.py', 20 files": lambda: search(
         ws, ["import"], ".", glob="*.py", files_only=True, max_results=20

@@ -64,10 +64,21 @@ _EXPORTS: dict[str, str] = {
     "plot_terminal_reasons": "subagent_lab.analysis.summary",
     "plot_tokens_vs_quality": "subagent_lab.analysis.summary",
     "plot_budget_curve": "subagent_lab.analysis.summary",
+    # the delegation study (notebook 4)
+    "DelegationSpec": "subagent_lab.experiments.delegation",
+    "run_study": "subagent_lab.experiments.delegation",
+    "study_tasks": "subagent_lab.experiments.delegation",
+    "run_ledger": "subagent_lab.experiments.delegation_ledger",
+    "complete_tasks": "subagent_lab.experiments.delegation_table",
+    "plot_quality_vs_context": "subagent_lab.experiments.delegation_table",
+    "readable_study": "subagent_lab.experiments.delegation_table",
+    "study_sentences": "subagent_lab.experiments.delegation_table",
+    "study_table": "subagent_lab.experiments.delegation_table",
 }
 """Public name -> the module defining it."""
 
 __all__ = [  # the names of _EXPORTS (a test keeps the two equal)
+    "DelegationSpec",
     "MainRunResult",
     "RunResult",
     "ScriptedModel",
@@ -79,6 +90,7 @@ __all__ = [  # the names of _EXPORTS (a test keeps the two equal)
     "child_credit",
     "compare",
     "comparison_sentences",
+    "complete_tasks",
     "explore",
     "export_agent",
     "floor_sentences",
@@ -92,15 +104,22 @@ __all__ = [  # the names of _EXPORTS (a test keeps the two equal)
     "mine",
     "pick_trace",
     "plot_budget_curve",
+    "plot_quality_vs_context",
     "plot_terminal_reasons",
     "plot_tokens_vs_quality",
     "readable_lift",
+    "readable_study",
     "replay_parent",
     "rerun",
     "run",
+    "run_ledger",
     "run_parent",
+    "run_study",
     "score",
     "study_credit",
+    "study_sentences",
+    "study_table",
+    "study_tasks",
     "summarize",
     "sweep",
     "terminal_reasons",
@@ -147,6 +166,15 @@ if TYPE_CHECKING:  # what editors and mypy see; at run time __getattr__ loads ea
     from subagent_lab.bench.suite import load_tasks, validate_tasks
     from subagent_lab.config.agent_files import export_agent, import_agent
     from subagent_lab.config.profiles import load_config
+    from subagent_lab.experiments.delegation import DelegationSpec, run_study, study_tasks
+    from subagent_lab.experiments.delegation_ledger import run_ledger
+    from subagent_lab.experiments.delegation_table import (
+        complete_tasks,
+        plot_quality_vs_context,
+        readable_study,
+        study_sentences,
+        study_table,
+    )
     from subagent_lab.models.scripted import ScriptedModel
     from subagent_lab.widgets.sweep_explorer import pick_trace
 

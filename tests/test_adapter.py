@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
+from typing import Any
 
 from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
 from subagent_lab.config.profiles import LabConfig, ModelConfig
+from subagent_lab.core.contracts import contract_schema
 from subagent_lab.core.dispatch import FINISH_SCHEMA
 from subagent_lab.core.trace import read_trace
-from subagent_lab.core.types import Message, ModelRequest, ModelResponse
+from subagent_lab.core.types import Message, ModelRequest, ModelResponse, ToolCall
+from subagent_lab.models.bounded_http import openai_http_package
+from subagent_lab.models.chat_reply import parse_action_reply
 from subagent_lab.models.openai_chat import OpenAIChatModel, action_schema
 from subagent_lab.tools.registry import READONLY_TOOLS, simple_tools
 
@@ -60,25 +65,25 @@ def test_json_protocol_messages_and_parsing() -> None:
     )
     kwargs = model._kwargs(request)
     assert "Grep" in kwargs["messages"][0]["content"] and kwargs["response_format"]["type"] == "json_schema"
-    flat = model._parse_action(ModelResponse(text='{"thought": "look", "tool": "Grep", "pattern": "x"}'))
+    flat = parse_action_reply(ModelResponse(text='{"thought": "look", "tool": "Grep", "pattern": "x"}'))
     assert flat.tool_calls[0].arguments == {"pattern": "x"} and flat.text == "look"
     final_kwargs = model._kwargs(
         request.model_copy(update={"phase": "final", "final_schema": {"type": "object"}})
     )
     assert final_kwargs["response_format"]["json_schema"]["schema"] == {"type": "object"}
-    call = model._parse_action(ModelResponse(text='{"tool": "Grep", "arguments": {"pattern": "x"}}'))
+    call = parse_action_reply(ModelResponse(text='{"tool": "Grep", "arguments": {"pattern": "x"}}'))
     assert call.tool_calls[0].name == "Grep" and call.tool_calls[0].arguments == {"pattern": "x"}
-    done = model._parse_action(ModelResponse(text='{"final": {"status": "completed"}}'))
+    done = parse_action_reply(ModelResponse(text='{"final": {"status": "completed"}}'))
     assert done.tool_calls == [] and done.text == '{"status": "completed"}'
-    junk = model._parse_action(ModelResponse(text="I think the answer is 42"))
+    junk = parse_action_reply(ModelResponse(text="I think the answer is 42"))
     assert not junk.parse_ok and junk.text == "I think the answer is 42"
-    fenced = model._parse_action(
+    fenced = parse_action_reply(
         ModelResponse(text='Sure:\n```json\n{"tool": "Read", "arguments": {"path": "a"}}\n```')
     )
     assert fenced.tool_calls[0].name == "Read"
-    qwen = model._parse_action(ModelResponse(text='{"name": "Glob", "arguments": {"pattern": "*.py"}}'))
+    qwen = parse_action_reply(ModelResponse(text='{"name": "Glob", "arguments": {"pattern": "*.py"}}'))
     assert qwen.tool_calls[0].name == "Glob"
-    bare = model._parse_action(ModelResponse(text='{"status": "completed", "summary": "s"}'))
+    bare = parse_action_reply(ModelResponse(text='{"status": "completed", "summary": "s"}'))
     assert bare.parse_ok and bare.tool_calls == [] and json.loads(bare.text)["summary"] == "s"
 
 
@@ -90,3 +95,61 @@ def test_decoding_schema_keeps_properties_named_like_keywords() -> None:
     assert {"description", "prompt", "subagent_type"} <= set(params["properties"])
     assert set(params["required"]) <= set(params["properties"])
     assert "description" not in params["properties"]["prompt"]  # the keyword itself is still dropped
+
+
+def _requests() -> list[ModelRequest]:
+    """Requests of every shape the adapter sends: act and final, tool calls and results, unicode."""
+    messages = [
+        Message(role="system", content="S"),
+        Message(role="user", content="Where is the \u00e9l\u00e8ve's loader? \u2014 cite path:line"),
+        Message(role="assistant", content="look", tool_calls=[ToolCall(id="c1", name="Grep",
+                                                                      arguments={"pattern": "x"})]),
+        Message(role="tool", content="a.py:1: x\n", tool_call_id="c1", name="Grep"),
+    ]  # fmt: skip
+    act = ModelRequest(
+        messages=messages,
+        tools=[*(t.schema() for t in READONLY_TOOLS.values()), FINISH_SCHEMA],
+        allowed_tools=["Read", "finish"],
+        arg_choices={"Read": {"path": ["a.py"]}},
+        seed=7,
+    )
+    final = act.model_copy(
+        update={"phase": "final", "final_schema": contract_schema("ExploreResult"), "seed": None}
+    )
+    bare = final.model_copy(update={"final_schema": None, "temperature": 0.7})
+    return [act, final, bare]
+
+
+def test_the_adapter_posts_the_request_the_sdk_would() -> None:
+    """``_post`` skips the SDK's parameter transform: every request it sends is the one
+    ``chat.completions.create`` sends, byte for byte (method, URL, headers, body)."""
+    http = importlib.import_module(openai_http_package())
+    reply = {
+        "id": "r", "object": "chat.completion", "created": 1, "model": "m",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "{}"}}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+    }  # fmt: skip
+    sent: list[Any] = []
+
+    def answer(request: Any) -> Any:
+        sent.append(request)
+        return http.Response(200, json=reply)
+
+    compared = 0
+    for protocol, constrain, strict in [("json", True, True), ("json", False, True), ("native", True, False)]:
+        model = OpenAIChatModel(
+            base_url="http://127.0.0.1:9/v1", model="m", api_key="k", tool_protocol=protocol,
+            constrain_output=constrain, strict_tools=strict,
+        )  # fmt: skip
+        model._client._client = http.Client(transport=http.MockTransport(answer))
+        for request in _requests():
+            kwargs = model._kwargs(request)
+            kwargs["timeout"] = 12.5
+            by_sdk = model._client.chat.completions.create(**kwargs)
+            by_post = model._post(kwargs)
+            sdk, ours = sent[-2:]
+            assert (ours.method, str(ours.url), ours.content) == (sdk.method, str(sdk.url), sdk.content)
+            assert list(ours.headers.raw) == list(sdk.headers.raw)
+            assert by_post.model_dump() == by_sdk.model_dump()
+            compared += 1
+    assert compared == 9 and len({r.content for r in sent}) > 3  # the shapes differ

@@ -94,7 +94,7 @@ def test_the_check_sees_upward_imports(tmp_path: Path) -> None:
 CORE = sorted((PACKAGE / "core").glob("*.py"))
 TOOL_NAMES = re.compile(r"\b(Read|Grep|Glob)\b")
 TOOL_ARGUMENTS = {"path", "line", "pattern"}
-SCHEMA_WORDS = {("contracts", "path"), ("contracts", "pattern"), ("provenance", "pattern")}
+SCHEMA_WORDS = {("contracts", "path"), ("contracts", "pattern"), ("evidence", "pattern")}
 """Where core spells an argument name for another reason: the ``path:line`` evidence format's regex
 group and the JSON schema keyword ``pattern``."""
 SCAFFOLD_FLAGS = {

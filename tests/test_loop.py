@@ -356,7 +356,7 @@ def test_a_bad_model_override_names_its_field(config: LabConfig) -> None:
 
 def test_the_final_answer_grammar_fits_the_output_cap() -> None:
     from subagent_lab.core.contracts import contract_schema
-    from subagent_lab.core.provenance import bounded_answer
+    from subagent_lab.core.evidence import bounded_answer
 
     schema = bounded_answer(contract_schema("ExploreResult"), 768)
     props = schema["properties"]

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from subagent_lab.config.parsed import parsed_config
 from subagent_lab.config.profiles import LabConfig, config_json_schema, load_config, served_context
 from subagent_lab.core.types import ConfigError
 
@@ -316,3 +317,26 @@ def test_fuzzed_files_load_or_raise_config_error(tmp_path: Path, data: st.DataOb
         assert str(path) in str(exc)
     else:
         assert isinstance(cfg, LabConfig) and cfg.source == str(path)
+
+
+def test_a_parsed_config_is_kept_until_its_file_or_environment_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "profiles.yaml"
+    raw = yaml.safe_load((REPO / "profiles.yaml").read_text())
+    for prof in raw["profiles"].values():
+        if "system_prompt_file" in prof:
+            prof["system_prompt_file"] = str(REPO / prof["system_prompt_file"])
+    path.write_text(yaml.safe_dump(raw))
+    first = parsed_config(path)
+    assert parsed_config(str(path)) is first  # one parse for the process's runs
+    raw["profiles"]["explore"]["max_steps"] = first.profile("explore").max_steps + 1
+    path.write_text(yaml.safe_dump(raw))
+    changed = parsed_config(path)
+    assert (
+        changed is not first
+        and changed.profile("explore").max_steps == first.profile("explore").max_steps + 1
+    )
+    monkeypatch.setenv("LIGHT_LLM_MODEL_ID", "other-light")
+    light = parsed_config(path).models["light"]
+    assert light is not None and light.model == "other-light"

@@ -9,7 +9,7 @@ import yaml
 from conftest import REPO
 
 from subagent_lab.config.profiles import load_config
-from subagent_lab.experiments.provenance import Provenance, provenance
+from subagent_lab.experiments.stamp import Provenance, provenance
 from subagent_lab.experiments.sweep import SweepSpec, load_results, run_sweep, sweep_dir
 from subagent_lab.models.baseline import BaselineModel
 

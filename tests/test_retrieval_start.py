@@ -173,6 +173,8 @@ def test_the_retrieval_runs_as_harness_calls_before_the_first_model_call(
     assert not any(any(s.covers(c.rel, c.unit.start, c.unit.end) for s in seen) for c in long_units)
     # Empty evidence stays empty: the harness fills nothing in; every candidate is dropped.
     assert result.contract is not None and result.contract["evidence"] == []
+    # ... and the result still carries the retrieval's answer, marked as the harness's, not the model's.
+    assert result.retrieval == [c.item for c in candidates]
     origin = evidence_origin(events)
     assert origin is not None and origin.items == [] and origin.dropped == [1, 2, 3, 4]
 
@@ -255,6 +257,7 @@ def test_the_aid_needs_find_and_search_and_a_run_without_it_has_no_origin_column
     )
     result = _launch(config, root, BaselineModel(), {**preset, "retrieval_start": 0})
     assert result.status == "completed" and "retrieval_start" not in result.policies, result.detail
+    assert result.retrieval == []
     events = read_trace(result.trace_path)
     assert not any(isinstance(e, ToolStarted) and e.call_id.startswith(HARNESS_CALL) for e in events)
     assert evidence_origin(events) is None

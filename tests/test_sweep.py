@@ -11,7 +11,7 @@ import pytest
 from subagent_lab.analysis.summary import budget_curve, summarize, terminal_reasons
 from subagent_lab.bench.suite import load_suite
 from subagent_lab.core.types import ConfigError
-from subagent_lab.experiments.provenance import derive_seed
+from subagent_lab.experiments.stamp import derive_seed
 from subagent_lab.experiments.sweep import SweepSpec, Variant, load_results, run_sweep, sweep_dir
 from subagent_lab.models.cache import request_key
 from subagent_lab.models.scripted import ScriptedFactory, ScriptedModel, final, tool_call

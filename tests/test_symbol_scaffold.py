@@ -19,8 +19,8 @@ from subagent_lab.bench.scoring import context_from_trace
 from subagent_lab.config.profiles import SYMBOL_TOOLS, LabConfig, RuntimeProfile, load_config
 from subagent_lab.config.scaffolds import PLAIN_FIELDS, SCAFFOLD_FIELDS, scaffold_hash
 from subagent_lab.core.context import estimate_text
+from subagent_lab.core.evidence import seen_check
 from subagent_lab.core.policy import FINISH, ActionMenu, RunContext, TaskShape, policy_names
-from subagent_lab.core.provenance import seen_check
 from subagent_lab.core.tool import Tool
 from subagent_lab.core.trace import ContractChecked, RunStarted, read_trace
 from subagent_lab.core.types import ModelRequest, Span, ToolCall

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from subagent_lab.core.context import estimate_text
-from subagent_lab.core.provenance import seen_check
+from subagent_lab.core.evidence import seen_check
 from subagent_lab.tools.registry import build_tools
 from subagent_lab.tools.symbols.index import clear_cache, file_role, index_for
 from subagent_lab.tools.symbols.repo_map import repo_map, repo_map_observation

@@ -12,7 +12,7 @@ import pytest
 from subagent_lab.core.tool import MAX_OBSERVATION_CHARS, Tool
 from subagent_lab.core.types import ToolOutcome
 from subagent_lab.tools import rg as rg_module
-from subagent_lab.tools.registry import GLOB, GREP, READ, READONLY_TOOLS, build_tools
+from subagent_lab.tools.registry import GLOB, GREP, READ, READONLY_TOOLS, build_tools, simple_tools
 from subagent_lab.workspace.sandbox import Workspace
 
 
@@ -367,3 +367,13 @@ def test_build_tools() -> None:
     assert set(READONLY_TOOLS) == {"Read", "Grep", "Glob"}
     with pytest.raises(ValueError, match="Bash"):
         build_tools(["Read", "Bash"])
+
+
+def test_a_tool_schema_is_built_once_and_handed_out_as_a_copy() -> None:
+    first = simple_tools()["Grep"]
+    again = simple_tools()["Grep"]  # the registries build their tools for every run
+    assert again.args_model is first.args_model
+    schema = first.schema()
+    assert schema == again.schema() and schema["function"]["parameters"]["properties"]
+    schema["function"]["parameters"]["properties"].clear()  # a caller changing its copy
+    assert again.schema()["function"]["parameters"]["properties"]

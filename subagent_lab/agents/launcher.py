@@ -37,6 +37,7 @@ from subagent_lab.core.types import Message, ModelChoice, Span, TerminalReason
 from subagent_lab.local_models import factory
 from subagent_lab.local_models.factory import ModelFactory
 from subagent_lab.scaffold import build
+from subagent_lab.scaffold.retrieval_start import candidates_of_trace
 from subagent_lab.tools.registry import build_tools
 from subagent_lab.tools.simple import ObservationLimits
 from subagent_lab.workspace.sandbox import Workspace
@@ -203,6 +204,7 @@ class SubagentLauncher:
             policies=policy_names(policies),
             aids_grammar=grammar,
             aids_checked=checked,
+            retrieval=candidates_of_trace(trace_path) if profile.retrieval_start else [],
         )
         return SubagentResult.model_validate_json(self.config.redactor()(to_json(result)))
 

@@ -88,6 +88,11 @@ class SubagentResult(RunResult):
     """Aids only a grammar enforces that the endpoint held by its grammar (``LabConfig.grammar_aids``)."""
     aids_checked: list[str] = Field(default_factory=list)
     """The same aids run as checks with a repair message: the endpoint decodes without a grammar."""
+    retrieval: list[str] = Field(default_factory=list)
+    """Under a scaffold that starts from retrieval (``retrieval_start``): the harness's own
+    candidates, ``path:line`` best first, what Find and Search gave before the model chose. Marked
+    apart from the answer: ``contract`` is the model's, which may keep, narrow, drop or add to
+    them. Empty under any other scaffold."""
 
     @property
     def summary(self) -> str:

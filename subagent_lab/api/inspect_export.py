@@ -48,7 +48,7 @@ INSTALL_HINT = "pip install 'subagent_lab[inspect]' (or: pip install inspect_ai)
 PROVENANCE_COLUMNS = (
     "code_version", "code_hash", "config_hash", "prompts_hash", "suite_hash", "weights_sha256", "provenance",
 )  # fmt: skip
-"""A sweep row's provenance columns (``experiments.provenance.row_stamp``), kept in each sample."""
+"""A sweep row's provenance columns (``experiments.stamp.row_stamp``), kept in each sample."""
 RUN_COLUMNS = (
     "run_key", "task_id", "kind", "split", "profile", "model_choice", "model_used", "model_id", "fallback",
     "variant", "scaffold", "repeat", "seed", "temperature", "terminal_reason", "status", "steps",

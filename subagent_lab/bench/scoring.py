@@ -276,12 +276,14 @@ def score_run(
     absence = admits_absence(text, [task.prompt, *harness])
     checks = ground_evidence(result.evidence, root)
     n_items, n_gold = len(m.items), len(task.gold)
-    gold_lines = {(_norm_path(s.path, root), n) for s in task.gold for n in range(s.start, s.end + 1)}
+    gold_paths = [_norm_path(s.path, root) for s in task.gold]  # resolved once per span, not per line
+    spans = list(zip(task.gold, gold_paths, strict=True))
+    gold_lines = {(p, n) for s, p in spans for n in range(s.start, s.end + 1)}
     precision_strict = _ratio(m.hits["strict"], n_items, 0.0)
     recall_strict = _ratio(len(m.gold["strict"]), n_gold, 1.0)
     loc: dict[str, float] = {}
     if task.gold:
-        gold = [gold_of(_norm_path(s.path, root), s.start, s.end) for s in task.gold]
+        gold = [gold_of(p, s.start, s.end) for s, p in spans]
         metrics = loc_metrics(m.items, gold, STRICT_MAX_LINES)
         for k in ACC_KS:
             loc |= {f"file_acc_at{k}": metrics.file_acc[k], f"func_acc_at{k}": metrics.func_acc[k]}

@@ -226,7 +226,7 @@ def _cmd_delegation(args: argparse.Namespace) -> int:
     from subagent_lab.experiments.delegation import DelegationSpec, run_study, study_dir
     from subagent_lab.experiments.delegation_table import (
         plot_quality_vs_context,
-        readable,
+        readable_study,
         study_sentences,
         study_table,
     )
@@ -239,7 +239,7 @@ def _cmd_delegation(args: argparse.Namespace) -> int:
     with pd.option_context("display.width", 250, "display.max_columns", 30):
         for split in dict.fromkeys(df["split"]):
             print(f"\n{split} (means over tasks, 95% bootstrap intervals; Δ alone paired by task):")
-            print(readable(study_table(df, split)).to_string(index=False))
+            print(readable_study(study_table(df, split)).to_string(index=False))
             for sentence in study_sentences(df, split):
                 print(f"  {sentence}")
     df.to_csv(out / "results.csv", index=False)

@@ -130,7 +130,7 @@ class RuntimeProfile(_Frozen):
     record), the grammar offers only ``finish``: the model has seen what it will see (0: never)."""
     finish_after_reads: int = Field(default=0, ge=0, le=50)
     """After this many Reads that ran, the only action left is finish, taken without a model call
-    (0: never). The 0.5B model's action after its first Read repeated that Read on 30 of 30 tasks."""
+    (0: never): a small model's next action after its Read tends to repeat it (docs/design.md)."""
     read_after_hits: bool = True
     """After a search that showed matching lines, the next action is Read (of a file shown) or finish."""
     read_on: int = Field(default=0, ge=0, le=20)

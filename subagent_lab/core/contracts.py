@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -11,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from subagent_lab.core.secret_policy import is_secret_file
+from subagent_lab.core.types import json_copy
 
 MAX_LINE_DIGITS = 9
 """Line numbers longer than this are refused by the pattern itself, before ``int()``: Python's
@@ -115,8 +117,14 @@ CONTRACTS: dict[str, type[BaseModel]] = {
 
 
 def contract_schema(name: str) -> dict[str, Any]:
-    """The JSON schema of a contract, for prompts and constrained decoding."""
-    return CONTRACTS[name].model_json_schema()
+    """The JSON schema of a contract, for prompts and constrained decoding (a fresh copy)."""
+    return json_copy(_contract_schema(CONTRACTS[name]))
+
+
+@functools.lru_cache(maxsize=64)
+def _contract_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """A contract model's JSON schema, built by pydantic once per process (every call asks)."""
+    return model.model_json_schema()
 
 
 class ContractCheck(BaseModel):

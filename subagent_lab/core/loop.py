@@ -22,9 +22,9 @@ from subagent_lab.core.budget import Budget
 from subagent_lab.core.calls import Purpose, answer_schema, call_model
 from subagent_lab.core.contracts import ground_evidence, grounded_ratio, parse_contract
 from subagent_lab.core.dispatch import run_tools
+from subagent_lab.core.evidence import seen_check
 from subagent_lab.core.loop_state import LoopDeps, LoopOutcome, LoopSpec, Run, RunState
 from subagent_lab.core.policy import FINISH, HARNESS_CALL, ActionMenu, AnswerCheck, RunContext
-from subagent_lab.core.provenance import seen_check
 from subagent_lab.core.schema_check import off_menu, schema_breaches
 from subagent_lab.core.trace import ActionForced, ContractChecked, RunEnded
 from subagent_lab.core.types import (

@@ -11,6 +11,7 @@ A tool function returns either plain text or an ``Observation``: the text plus t
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from collections.abc import Callable, Mapping
@@ -20,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from subagent_lab.core.types import Span, ToolOutcome
+from subagent_lab.core.types import Span, ToolOutcome, json_copy
 
 __all__ = [
     "MAX_OBSERVATION_CHARS", "READ_LEAD", "Observation", "ObservationBuilder", "Span", "Tool",
@@ -119,6 +120,32 @@ def _param_docs(doc: str) -> tuple[str, dict[str, str]]:
 
 
 def _args_model(name: str, fn: Callable[..., Any], bound: Mapping[str, Any]) -> type[BaseModel]:
+    """The pydantic model of the tool's arguments, made once per (name, function, bound values)
+    in a process: the registries build their tools for every run."""
+    try:
+        return _cached_args_model(name, fn, tuple(sorted(bound.items())))
+    except TypeError:  # a bound value that cannot be a cache key
+        return _make_args_model(name, fn, bound)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_args_model(
+    name: str, fn: Callable[..., Any], bound: tuple[tuple[str, Any], ...]
+) -> type[BaseModel]:
+    return _make_args_model(name, fn, dict(bound))
+
+
+@functools.lru_cache(maxsize=256)
+def _parameters_schema(args_model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema of an arguments model, titles left out (callers get a copy)."""
+    params = args_model.model_json_schema()
+    params.pop("title", None)
+    for prop in params.get("properties", {}).values():
+        prop.pop("title", None)
+    return params
+
+
+def _make_args_model(name: str, fn: Callable[..., Any], bound: Mapping[str, Any]) -> type[BaseModel]:
     signature = inspect.signature(fn, eval_str=True)
     _, docs = _param_docs(fn.__doc__ or "")
     fields: dict[str, Any] = {}
@@ -157,11 +184,8 @@ class Tool:
         object.__setattr__(self, "description", _param_docs(self.fn.__doc__ or "")[0])
 
     def schema(self) -> dict[str, Any]:
-        """The OpenAI ``tools=`` entry for this tool."""
-        params = self.args_model.model_json_schema()
-        params.pop("title", None)
-        for prop in params.get("properties", {}).values():
-            prop.pop("title", None)
+        """The OpenAI ``tools=`` entry for this tool (a fresh copy: the caller may change it)."""
+        params = json_copy(_parameters_schema(self.args_model))
         return {
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": params},

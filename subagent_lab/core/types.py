@@ -239,3 +239,13 @@ def request_digest(request: ModelRequest) -> str:
     blob = json.dumps(body, sort_keys=True, ensure_ascii=False)
     # surrogatepass: a hostile server's lone surrogates reach the request as text and must hash
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def json_copy(value: Any) -> Any:
+    """A copy of JSON-shaped data (dicts, lists, scalars) that shares nothing mutable with it:
+    ``copy.deepcopy`` for such data, several times cheaper (a cached schema is copied per call)."""
+    if isinstance(value, dict):
+        return {k: json_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_copy(v) for v in value]
+    return value

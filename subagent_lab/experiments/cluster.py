@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from subagent_lab.agents.launcher import ModelFactory
+from subagent_lab.config.parsed import parsed_config
 from subagent_lab.config.profiles import LabConfig, ModelConfig, load_config
 from subagent_lab.core.model import Model
 from subagent_lab.core.types import ModelChoice, ModelResponse
@@ -81,8 +82,6 @@ def cluster_limiter() -> Callable[[str, int], contextlib.AbstractContextManager[
 
 
 _LIMITER: list[Callable[[str, int], contextlib.AbstractContextManager[bool]]] = []
-_LABS: dict[Path, LabConfig] = {}
-"""This worker's parsed configurations, by file (parsing profiles.yaml costs ~25 ms of CPU)."""
 
 
 def _worker_dir() -> Path:
@@ -130,7 +129,7 @@ def cluster_task(
         pass  # not on a Dask worker (called directly): nothing to log
     home = _worker_dir()
     config_path = _config_file(config_json, home)
-    lab = _LABS.get(config_path) or _LABS.setdefault(config_path, load_config(config_path))
+    lab = parsed_config(config_path)  # once per worker: the file is named by its content
     if model_factory is None and not _LIMITER and worker:
         _LIMITER.append(cluster_limiter())
     limiter = _LIMITER[0] if _LIMITER else None

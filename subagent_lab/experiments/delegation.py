@@ -37,6 +37,7 @@ from subagent_lab.agents.parent import MainAgent
 from subagent_lab.agents.task_tool import ContextMode, TaskContext
 from subagent_lab.bench.suite import BenchTask, load_suite
 from subagent_lab.config.agent_profile import AgentProfile, apply_overrides
+from subagent_lab.config.parsed import parsed_config
 from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile, load_config
 from subagent_lab.core.model import Model
 from subagent_lab.core.tool import ToolError
@@ -48,8 +49,8 @@ from subagent_lab.experiments.delegation_ledger import (
     score_parent,
 )
 from subagent_lab.experiments.parent_baseline import ParentBaseline
-from subagent_lab.experiments.provenance import provenance, row_stamp
 from subagent_lab.experiments.rows import SCORE_COLUMNS, ResultLog, load_results
+from subagent_lab.experiments.stamp import provenance, row_stamp
 
 Arm = Literal["alone", "delegate-light", "delegate-main", "forced-delegation"]
 ARMS: tuple[Arm, ...] = ("alone", "delegate-light", "delegate-main", "forced-delegation")
@@ -73,9 +74,9 @@ PARENT_BUDGET: dict[str, Any] = {
     "total_token_budget": 24000,
     "contract": "AnswerResult",
 }
-"""The parent's limits in every arm, and its answer contract: the locations in a list of their own.
-Free text, the 1.5B parent wrote "defined in loaders.py at line 152" and cited nothing a scorer
-could read (docs/benchmarks.md, "The delegation study")."""
+"""The parent's limits in every arm, and its answer contract: the locations in a list of their own,
+since a free-text answer cites nothing a scorer can read (docs/evaluation.md, "The delegation
+study")."""
 CHILD_BUDGET: dict[str, Any] = {"max_steps": 6}
 
 
@@ -245,7 +246,7 @@ def execute_study_run(
         "cell": run.cell.label, "repeat": run.repeat, "baseline": run.spec.baseline, **run.stamp,
     }  # fmt: skip
     try:
-        lab = study_config(load_config(run.config_path), run)
+        lab = study_config(parsed_config(run.config_path), run)
         parents, children = _factories(lab, run, parent_factory, child_factory)
         root = run.task.workspace_root()
         agent = MainAgent(

@@ -3,7 +3,7 @@
 - **The cost ledger**: per run (the parent, each child), every model call's input, output and
   cached prompt tokens with the turn and the tools that turn called, the model the server reported
   answering (``ModelResponse.model_id``, as the trace records it), the weights' SHA-256
-  (``provenance.weights_id``) and the run's wall time. It is read from the traces, where every
+  (``stamp.weights_id``) and the run's wall time. It is read from the traces, where every
   charged call is an event (``model_called``, and ``model_call_failed`` for lost attempts), so a
   run's ledger sums exactly to its ``usage``.
 - **The parent's answer as evidence**: the ``path:line`` items of its final text
@@ -37,7 +37,7 @@ from subagent_lab.core.trace import (
     read_trace,
 )
 from subagent_lab.core.types import Usage
-from subagent_lab.experiments.provenance import weights_id
+from subagent_lab.experiments.stamp import weights_id
 
 MAX_EVIDENCE = 50
 """Evidence items an answer may carry (the explore contract's cap)."""

@@ -79,7 +79,7 @@ def fmt_ci(value: float, low: float, high: float, digits: int, sign: bool = Fals
     return f"{value:{spec}}{interval}".replace("-", "−")
 
 
-def readable(table: pd.DataFrame, measures: dict[str, str] | None = None) -> pd.DataFrame:
+def readable_study(table: pd.DataFrame, measures: dict[str, str] | None = None) -> pd.DataFrame:
     """``study_table`` as text: ``mean [low, high]`` per measure and ``Δ alone`` beside it."""
     if table.empty:
         return pd.DataFrame(columns=["cell", "tasks"])

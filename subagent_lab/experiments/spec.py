@@ -1,7 +1,7 @@
 """The grid of a sweep: its spec, one cell's spec, task selection and the planned runs.
 
 Repeats are independent: each (task, model, repeat) runs with its own seed, derived from the
-sweep's base seed (``experiments.provenance``), so its requests, and their call-cache keys, differ
+sweep's base seed (``experiments.stamp``), so its requests, and their call-cache keys, differ
 from every other repeat's and no two tasks share a seed. With temperature 0 (the shipped models)
 llama.cpp decodes greedily and a different seed gives the same output: the repeats are then
 independent requests but deterministic runs, and their spread is zero. Set
@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from subagent_lab.bench.suite import BenchTask, load_suite, suite_label
 from subagent_lab.config.profiles import LabConfig, load_config
 from subagent_lab.core.types import ModelChoice
-from subagent_lab.experiments.provenance import Seeding, derive_seed, provenance, row_stamp
+from subagent_lab.experiments.stamp import Seeding, derive_seed, provenance, row_stamp
 
 
 class Variant(BaseModel):

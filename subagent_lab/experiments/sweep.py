@@ -11,8 +11,6 @@ unit of work is the picklable ``RunSpec`` (``experiments.spec``) and the top-lev
 from __future__ import annotations
 
 import contextlib
-import os
-import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -27,18 +25,17 @@ from subagent_lab.analysis.metrics import child_metrics
 from subagent_lab.bench.scoring import context_from_trace, score_run
 from subagent_lab.bench.suite import validate_tasks
 from subagent_lab.config.agent_profile import apply_overrides
+from subagent_lab.config.parsed import parsed_config
 from subagent_lab.config.profiles import (
     LabConfig,
     ModelConfig,
     RuntimeProfile,
-    default_config_path,
     load_config,
 )
 from subagent_lab.config.scaffolds import SCAFFOLD_FIELDS, scaffold_hash
 from subagent_lab.core.model import Model
 from subagent_lab.core.trace import Redactor, read_trace
 from subagent_lab.core.types import FLOOR_CHOICES, ModelChoice
-from subagent_lab.experiments.provenance import Provenance, provenance
 from subagent_lab.experiments.rows import (
     OUTCOMES,
     SCORE_COLUMNS,
@@ -50,6 +47,7 @@ from subagent_lab.experiments.rows import (
     result_row,
 )
 from subagent_lab.experiments.spec import RunSpec, SweepSpec, Variant, plan_runs, select_tasks, spec_tasks
+from subagent_lab.experiments.stamp import Provenance, provenance
 from subagent_lab.local_models import factory as local_factory
 from subagent_lab.local_models.namespace import config_namespace
 from subagent_lab.models.cache import CachingModel
@@ -73,27 +71,6 @@ def _caching_factory(
     return make
 
 
-_CONFIGS: dict[tuple[object, ...], LabConfig] = {}
-_CONFIGS_LOCK = threading.Lock()
-
-
-def _config(path: str | None) -> LabConfig:
-    """``load_config(path)``, parsed once per process while the file and the environment's model
-    overrides stay the same (the parse was ~19% of the harness's CPU per run at scale)."""
-    where = Path(path or os.environ.get("SUBAGENT_LAB_CONFIG") or default_config_path()).resolve()
-    try:
-        stat = where.stat()
-    except OSError:
-        return load_config(path)  # the loader says what is wrong with it
-    env = tuple(sorted((k, v) for k, v in os.environ.items() if "LLM_" in k or k.startswith("SUBAGENT_LAB")))
-    key = (str(where), stat.st_mtime_ns, stat.st_size, env)
-    with _CONFIGS_LOCK:
-        if key not in _CONFIGS:
-            _CONFIGS.clear()  # one configuration at a time: a sweep has one
-            _CONFIGS[key] = load_config(path)
-        return _CONFIGS[key]
-
-
 def _preset_named(lab: LabConfig, ran: str) -> str:
     """The preset whose every scaffold field the run ran (by hash), else ``profile``: a run that
     named no preset but ran one exactly is that preset's run."""
@@ -106,7 +83,7 @@ def execute_run(run: RunSpec, model_factory: ModelFactory | None = None) -> dict
     started = time.time()
     lab: LabConfig | None = None
     try:
-        lab = _config(run.config_path)
+        lab = parsed_config(run.config_path)
         # A model with several ``endpoints`` is served by an endpoint pool; others as before.
         factory = model_factory or pooled_factory(lab, local_factory.default_model_factory(lab))
         cached: list[CachingModel] = []
@@ -170,7 +147,7 @@ def execute_run(run: RunSpec, model_factory: ModelFactory | None = None) -> dict
 def sweep_dir(spec: SweepSpec, out_dir: str | Path | None = None, lab: LabConfig | None = None) -> Path:
     """``<out_dir>/<name>-<grid hash>``, or ``...-<provenance hash>`` when that directory holds rows
     of another code, config, prompt, task or weights version than ``lab`` and this checkout
-    (``experiments.provenance``). Without ``lab`` there is nothing to compare: the grid's first
+    (``experiments.stamp``). Without ``lab`` there is nothing to compare: the grid's first
     directory (``out_dir`` defaults to the default configuration's ``trace_dir``)."""
     base = Path(out_dir) if out_dir else (lab or load_config()).trace_root() / "sweeps"
     plain = base / f"{spec.name}-{spec.key()}"

@@ -123,6 +123,14 @@ def openai_http_package() -> str:
     return "httpx"
 
 
+@functools.lru_cache(maxsize=4)
+def _tls_context(package: str) -> ssl.SSLContext:
+    """The TLS context of every client of the httpx package ``package`` in this process: httpx's
+    default, made once (loading the CA certificates costs more CPU than a fast model call)."""
+    context: ssl.SSLContext = importlib.import_module(package).create_ssl_context()
+    return context
+
+
 def bounded_client(limits: CallLimits, *, timeout: float, package: str = "httpx") -> Any:
     """A ``Client`` of the httpx package ``package`` whose connections obey ``limits``.
 
@@ -131,11 +139,12 @@ def bounded_client(limits: CallLimits, *, timeout: float, package: str = "httpx"
     """
     http = importlib.import_module(package)
     core = importlib.import_module(package.replace("httpx", "httpcore", 1))
-    transport = http.HTTPTransport(retries=0)
+    tls = _tls_context(package)
+    transport = http.HTTPTransport(retries=0, verify=tls)
     # httpx offers no way to choose its pool's network backend: the pool is rebuilt with
     # httpx's defaults and the bounded backend, through httpcore's public constructor.
     transport._pool = core.ConnectionPool(
-        ssl_context=http.create_ssl_context(),
+        ssl_context=tls,
         max_connections=100,
         max_keepalive_connections=20,
         keepalive_expiry=5.0,

@@ -9,11 +9,11 @@ Nothing a server sends can stall, crash or bloat a run: every attempt has an ove
 (the per-call ``timeout_s`` and the run's remaining time, whichever ends first) that a server
 trickling its bytes cannot extend, and a byte cap (``max_reply_bytes``), both enforced on the
 connection (``bounded_http``); a reply whose text is far longer than its ``max_tokens`` allows
-ends the call as a model error; usage figures that are not plausible counts (negative, huge,
-not integers) are treated as missing; numbers in tool arguments that no tool could use (beyond
-2**53, NaN, infinities: which would otherwise raise ``OverflowError`` in a tool) and nesting
-deeper than ``json_reply.MAX_ARG_DEPTH`` arrive as marker strings, so the tool's own argument check turns
-them into an error observation.
+ends the call as a model error, and usage figures that are not plausible counts (negative, huge,
+not integers) are treated as missing (both in ``chat_reply``); numbers in tool arguments that no
+tool could use (beyond 2**53, NaN, infinities: which would otherwise raise ``OverflowError`` in a
+tool) and nesting deeper than ``json_reply.MAX_ARG_DEPTH`` arrive as marker strings, so the tool's
+own argument check turns them into an error observation.
 """
 
 from __future__ import annotations
@@ -23,19 +23,18 @@ import email.utils
 import json
 import math
 import time
-import uuid
 from typing import Any
 
 import httpx
 import openai
+from openai.types.chat import ChatCompletion
 from pydantic import ValidationError
 
-from subagent_lab.core.context import estimate_messages, estimate_text
 from subagent_lab.core.model import ModelCallError
 from subagent_lab.core.redact import mask_url
 from subagent_lab.core.tokens import TokenCount, estimate_count
-from subagent_lab.core.types import ModelRequest, ModelResponse, ToolCall, Usage
-from subagent_lab.models.actions import PROTOCOL, action_schema, decoding_schema, parse_action, render_action
+from subagent_lab.core.types import ModelRequest, ModelResponse
+from subagent_lab.models.actions import PROTOCOL, action_schema, decoding_schema, render_action
 from subagent_lab.models.actions import tool_lines as _tool_lines
 from subagent_lab.models.bounded_http import (
     DEFAULT_MAX_REPLY_BYTES,
@@ -43,18 +42,24 @@ from subagent_lab.models.bounded_http import (
     bounded_client,
     openai_http_package,
 )
-from subagent_lab.models.json_reply import extract_json_object, loads_bounded, utf8_safe
-from subagent_lab.models.strict_schema import ANSWER_TOOL, answer_tool, drop_nulls
+from subagent_lab.models.chat_reply import ReplyTooLong, parse_reply
+from subagent_lab.models.json_reply import utf8_safe
+from subagent_lab.models.strict_schema import ANSWER_TOOL, answer_tool
 
 _RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
-MAX_USAGE_FIGURE = 10**9
-"""A usage count above this is no count (a run's whole budget is far smaller): treated as missing."""
-MAX_CHARS_PER_TOKEN = 16
-"""A reply longer than ``max_tokens`` times this many characters came from a server that ignored
-``max_tokens`` (real tokenizers average 3-5 characters): the call fails as a model error."""
+BODY_ORDER = (
+    "model",
+    "messages",
+    "max_tokens",
+    "response_format",
+    "seed",
+    "temperature",
+    "tool_choice",
+    "tools",
+)
+"""The request body's keys in the order the SDK's ``chat.completions.create`` writes them, so the body
+posted here is the same bytes (``tests/test_adapter.py`` compares the two requests)."""
 COUNT_TIMEOUT_S = 30.0
-
-
 MAX_RETRY_AFTER_S = 86_400.0
 """A longer ``Retry-After`` is taken as this (a day): beyond any run's deadline either way."""
 
@@ -238,8 +243,15 @@ class OpenAIChatModel:
             self._limits.start(attempt_deadline)
             url = self.shown_url
             try:
-                raw = self._client.chat.completions.create(**kwargs)
-                response = self._parse(raw, request, attempts=attempt, latency=time.monotonic() - started)
+                raw = self._post(kwargs)
+                response = parse_reply(
+                    raw,
+                    request,
+                    model=self.model,
+                    native=self.tool_protocol == "native",
+                    attempts=attempt,
+                    latency=time.monotonic() - started,
+                )
                 response.spent_attempts = spent
                 return response
             except openai.APIStatusError as exc:
@@ -294,6 +306,19 @@ class OpenAIChatModel:
                 raise failure
             time.sleep(pause)
 
+    def _post(self, kwargs: dict[str, Any]) -> ChatCompletion:
+        """``chat.completions.create(**kwargs)`` without the SDK's walk of the body against its
+        typed parameters (a pure copy for the plain JSON built here, and most of a call's CPU):
+        the same request through the client's own ``post``."""
+        body = {key: kwargs[key] for key in BODY_ORDER if key in kwargs}
+        options: Any = {"timeout": kwargs["timeout"], "security": {"bearer_auth": True}}
+        return self._client.post(
+            "/chat/completions",
+            body=body,
+            options=options,
+            cast_to=ChatCompletion,
+        )
+
     def _failure(self, message: str, attempts: int, started: float, spent: int) -> ModelCallError:
         """A call ended for good by what the server sent (too large a reply): not retried."""
         hint = f" ({self.error_hint})" if self.error_hint else ""
@@ -310,129 +335,3 @@ class OpenAIChatModel:
         """Seconds the server asks us to wait; None when absent or not a usable number."""
         value = exc.response.headers.get("retry-after") if exc.response is not None else None
         return retry_after_seconds(value)
-
-    def _parse(self, raw: Any, request: ModelRequest, *, attempts: int, latency: float) -> ModelResponse:
-        choice = raw.choices[0] if getattr(raw, "choices", None) else None
-        message = choice.message if choice is not None else None
-        text = (message.content or "") if message is not None else ""
-        if not isinstance(text, str):
-            raise TypeError(f"message content is {type(text).__name__}, not text")
-        if len(text) > max(request.max_tokens, 1) * MAX_CHARS_PER_TOKEN + 1024:
-            raise ReplyTooLong(
-                f"holds {len(text):,} characters for max_tokens={request.max_tokens} "
-                "(the server ignored max_tokens)"
-            )
-        usage = self._usage(raw, request, text)
-        response = ModelResponse(
-            text=text,
-            usage=usage,
-            finish_reason=(choice.finish_reason or "stop") if choice is not None else "error",
-            model_id=getattr(raw, "model", "") or self.model,
-            requested_model=self.model,
-            latency_s=latency,
-            attempts=attempts,
-            parse_ok=choice is not None,
-        )
-        if self.tool_protocol == "native" and request.phase == "act":
-            calls = []
-            for call in (message.tool_calls if message is not None else None) or []:
-                try:
-                    args = loads_bounded(call.function.arguments or "{}")
-                    raw_args = None if isinstance(args, dict) else call.function.arguments
-                except ValueError:
-                    args, raw_args = {}, call.function.arguments
-                calls.append(
-                    ToolCall(
-                        id=call.id or f"call-{uuid.uuid4().hex[:8]}",
-                        name=call.function.name,
-                        arguments=args if isinstance(args, dict) else {},
-                        raw_arguments=raw_args,
-                    )
-                )
-            response.tool_calls = calls
-            return response
-        if request.phase == "final" and self.tool_protocol == "native" and request.final_schema:
-            answer = self._answer_call(message, request.final_schema)
-            if answer is not None:
-                response.text = answer
-                return response
-        if request.phase == "final":
-            value = extract_json_object(response.text)
-            if value is not None and set(value) == {"final"} and isinstance(value["final"], dict):
-                response.text = json.dumps(value["final"], ensure_ascii=False)  # the earlier wrapper
-            return response
-        return self._parse_action(response)
-
-    @staticmethod
-    def _answer_call(message: Any, schema: dict[str, Any]) -> str | None:
-        """The answer a ``final_answer`` tool call carries, as JSON text (None without one)."""
-        for call in (message.tool_calls if message is not None else None) or []:
-            if call.function.name != ANSWER_TOOL:
-                continue
-            try:
-                args = loads_bounded(call.function.arguments or "{}")
-            except ValueError:
-                return str(call.function.arguments)  # the contract check says what is wrong with it
-            return json.dumps(drop_nulls(args, decoding_schema(schema)), ensure_ascii=False)
-        return None
-
-    @staticmethod
-    def _parse_action(response: ModelResponse) -> ModelResponse:
-        value = extract_json_object(response.text)
-        if value is None:
-            response.parse_ok = False
-            return response
-        if set(value) == {"final"}:  # the earlier protocol's wrapper around a final answer
-            value = value["final"] if isinstance(value["final"], dict) else value
-        action = parse_action(value)
-        if action is None and "tool" in value:
-            response.parse_ok = False  # an action with an unusable tool name: retried, not an answer
-            return response
-        if action is None:
-            # An unwrapped answer ({"status": ..., "summary": ...}) from a server without grammar
-            # support: hand it to the contract check, which decides whether it is valid.
-            response.text = json.dumps(value, ensure_ascii=False)
-            return response
-        name, args, thought = action
-        response.tool_calls = [ToolCall(id=f"call-{uuid.uuid4().hex[:8]}", name=name, arguments=args)]
-        response.text = thought
-        return response
-
-    @staticmethod
-    def _usage(raw: Any, request: ModelRequest, text: str) -> Usage:
-        usage = getattr(raw, "usage", None)
-        prompt = _figure(getattr(usage, "prompt_tokens", None))
-        # Negative, huge or non-integer counts would hand budget back to the run or overflow a
-        # float later (``10**400``): treat them as missing.
-        if prompt is not None:
-            details = getattr(usage, "prompt_tokens_details", None)
-            cached = _figure(getattr(details, "cached_tokens", None)) or 0
-            timings = getattr(raw, "timings", None)
-            evaluated = _figure(timings.get("prompt_n")) if isinstance(timings, dict) else None
-            if not cached and evaluated is not None:
-                # llama-server reports the prompt tokens it evaluated; the rest came from its cache.
-                cached = prompt - evaluated
-            completion = _figure(getattr(usage, "completion_tokens", None))
-            return Usage(
-                prompt_tokens=prompt,
-                completion_tokens=completion if completion is not None else estimate_text(text),
-                cached_tokens=min(max(cached, 0), prompt),
-                estimated=completion is None,
-            )
-        # The provider gave no usable usage: estimate, and say so.
-        return Usage(
-            prompt_tokens=estimate_messages(request.messages, request.tools),
-            completion_tokens=estimate_text(text),
-            estimated=True,
-        )
-
-
-class ReplyTooLong(Exception):
-    """The reply's text is far longer than the call's ``max_tokens`` allows."""
-
-
-def _figure(value: Any) -> int | None:
-    """``value`` as a usage count: a non-negative integer up to ``MAX_USAGE_FIGURE``, else None."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_USAGE_FIGURE:
-        return None
-    return value

@@ -267,8 +267,8 @@ def pooled_factory(
     (the embedded engine's ``local_models.factory.default_model_factory(lab)`` where the caller
     has no other); each member adapter is made by it too, with the
     member's ``base_url`` and no retries of its own. ``share_adapters``: also make one model per
-    configuration for the process's runs (a cluster worker: an HTTP client with its TLS context
-    costs tens of milliseconds of CPU to build, more than the rest of a fast run's model call).
+    configuration for the process's runs (a cluster worker: one adapter, its HTTP client and its
+    kept-alive connections serve every run instead of being built for each).
     """
     make_one = inner
 

@@ -10,16 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from subagent_lab.core.evidence import constrain_evidence
 from subagent_lab.core.policy import Policy, RunView
-from subagent_lab.core.provenance import constrain_evidence
 
 CHECK_PROMPT = (
     'Before your final answer, one question. The task was: "{task}"\nLook at the code the tools '
     'showed you. Does it contain what the task looks for, or not? Reply {{"found": "yes"}} if it '
     'does, {{"found": "no"}} if the workspace has no such code.'
 )
-"""Restating the task matters: asked only "did the tools show what the task asks for?", the 1.5B
-model answered "yes" on every task, absent ones included (docs/benchmarks.md)."""
+"""The task is restated: asked only whether the tools showed what the task asks for, a small model
+says "yes" whatever the code holds (docs/design.md, ``absence_check``)."""
 CHECK_TASK_CHARS = 600
 CHECK_SCHEMA: dict[str, Any] = {
     "type": "object",

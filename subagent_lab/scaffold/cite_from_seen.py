@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from subagent_lab.config.profiles import SYMBOL_TOOLS
+from subagent_lab.core.evidence import MAX_EVIDENCE_CHOICES, constrain_evidence, evidence_choices
 from subagent_lab.core.policy import CallResult, Policy, RunView
-from subagent_lab.core.provenance import MAX_EVIDENCE_CHOICES, constrain_evidence, evidence_choices
 from subagent_lab.core.tool import ToolError
 from subagent_lab.core.types import Span
 from subagent_lab.scaffold.ranking import LINE_TEXT_CHARS, line_texts, listed_location, rank_citable

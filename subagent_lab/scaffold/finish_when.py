@@ -15,8 +15,8 @@ class FinishWhen(Policy):
     stale: int = 0
     """After this many consecutive stale turns."""
     reads: int = 0
-    """After this many executed Reads (the 0.5B model's next action after its Read was a repeat
-    on 30 of 30 tasks)."""
+    """After this many executed Reads (a small model's next action after its Read tends to repeat
+    it; docs/design.md)."""
     name = "finish_when"
 
     def narrow(self, run: RunView, menu: ActionMenu) -> None:

@@ -17,11 +17,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from subagent_lab.config.profiles import SYMBOL_TOOLS
+from subagent_lab.core.evidence import constrain_evidence
 from subagent_lab.core.policy import HARNESS_CALL, CallResult, Policy, RunView
-from subagent_lab.core.provenance import constrain_evidence
+from subagent_lab.core.trace import Event, PromptAdded, read_trace
 from subagent_lab.core.types import Span, ToolCall
 from subagent_lab.scaffold.cite_from_seen import unit_items
 from subagent_lab.scaffold.ranking import LINE_TEXT_CHARS, line_texts
@@ -72,6 +74,23 @@ def parse_candidates(text: str) -> list[tuple[str, Span]]:
     return [
         (m["item"], Span(m["path"], int(m["start"]), int(m["end"]))) for m in CANDIDATE_LINE.finditer(text)
     ]
+
+
+def candidates_in_trace(events: Sequence[Event]) -> list[str]:
+    """The candidates (``path:line``, best first) a run's retrieval note listed; [] without one."""
+    for event in events:
+        if isinstance(event, PromptAdded) and event.purpose == PURPOSE:
+            return [item for item, _ in parse_candidates(event.content)]
+    return []
+
+
+def candidates_of_trace(path: str | Path) -> list[str]:
+    """``candidates_in_trace`` of the trace at ``path``; [] when it cannot be read (the run's own
+    ``trace_error`` says why)."""
+    try:
+        return candidates_in_trace(read_trace(path))
+    except (OSError, ValueError):
+        return []
 
 
 @dataclass

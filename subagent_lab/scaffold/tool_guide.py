@@ -1,11 +1,11 @@
 """A guide to the code-structure tools at the end of the child's first message.
 
 The explore prompt says how to work with Grep and Read ("Search first: Grep for one distinctive
-word"), whatever tools the child holds. Given Find, Refs, Outline and Search as well, main
-followed the prompt: it opened with Grep in 62 of 63 runs and never called one of them
-(docs/benchmarks.md, "Symbol tools and a repo map"). This policy says, for the structure tools the
-run holds, what each shows (the first sentence of the tool's own description) and when to use it
-instead of Grep; it names nothing of a task.
+word"), whatever tools the child holds. Given Find, Refs, Outline and Search as well, a model
+follows the prompt: it opens with Grep and leaves the structure tools unused (docs/benchmarks.md,
+"Symbol tools and a repo map"). This policy says, for the structure tools the run holds, what each
+shows (the first sentence of the tool's own description) and when to use it instead of Grep; it
+names nothing of a task.
 """
 
 from __future__ import annotations

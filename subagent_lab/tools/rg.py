@@ -93,6 +93,8 @@ class SearchRun:
     segments: Any = None
     """Walked files fed to rg's stdin one after another (``rg_files.Segments``): maps a line of
     the stream to its file and line; None when rg read files itself."""
+    hidden: dict[str, bool] = field(default_factory=dict)
+    """``Workspace.hidden_from_search`` of each path with a hit so far: asked once per file."""
 
 
 def _display_line(data: dict[str, Any], is_match: bool, width: int = MAX_LINE_CHARS) -> str:
@@ -148,7 +150,7 @@ def _run(
     selector = selectors.DefaultSelector()
     selector.register(proc.stdout, selectors.EVENT_READ, "out")
     selector.register(proc.stderr, selectors.EVENT_READ, "err")
-    pending = b""
+    pending: list[bytes] = []  # the unfinished line's chunks (a pipe gives 64 KB at a time)
     errors = b""
     total = 0
     open_streams = 2
@@ -172,8 +174,11 @@ def _run(
                     run.oversized = True
                     run.capped = True
                     break
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
+                if b"\n" not in chunk:  # joined once its line ends: a 20 MB line costs linear time
+                    pending.append(chunk)
+                    continue
+                *lines, rest = b"".join([*pending, chunk]).split(b"\n")
+                pending = [rest]
                 for line in lines:
                     if _consume(ws, run, line, max_results, files_only, line_chars):
                         run.capped = True
@@ -226,7 +231,10 @@ def _take(
     else:
         raw_path = _text(data["path"])
         path = run.stdin_path if run.stdin_path is not None else run.prefix + _normalise(raw_path)
-    if ws.hidden_from_search(path, glob=run.glob):  # secrets; .gitignored files a glob re-included
+    hidden = run.hidden.get(path)
+    if hidden is None:  # secrets; .gitignored files a glob re-included
+        hidden = run.hidden[path] = ws.hidden_from_search(path, glob=run.glob)
+    if hidden:
         return False
     if kind == "match":
         run.matches += 1

@@ -3,7 +3,8 @@
 ripgrep walking a directory by itself opens every file by its path below the top: a
 subdirectory swapped for a symlink after rg listed it led the search to a host file (issue 39).
 Here rg only *lists* the files (``rg --files``, inside the pinned directory, with the same
-ignore rules, globs, exclusions and order as a search), and each listed path is then opened one
+ignore rules, globs, exclusions and order as a search; ``rg_listing`` keeps the listing while a
+signature of the tree stays the same), and each listed path is then opened one
 component at a time from the pinned directory's descriptor: directories with ``O_DIRECTORY |
 O_NOFOLLOW``, the file with ``O_NOFOLLOW | O_NONBLOCK`` (a FIFO never blocks the open), kept
 only when ``fstat`` shows a regular file with one name under the size cap. A component swapped
@@ -26,37 +27,16 @@ import contextlib
 import errno
 import os
 import stat
-import subprocess
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import IO, Any
 
 from subagent_lab.core.tool import ToolError
 from subagent_lab.tools import rg
+from subagent_lab.tools.rg_listing import list_files
 from subagent_lab.workspace.sandbox import Workspace
 
-MAX_LISTING = 64 * 1024 * 1024
-"""Bytes of ``rg --files`` output read at most."""
-
-
-def list_files(ws: Workspace, pinned_fd: int, glob: str | None, deadline: float) -> list[str]:
-    """The files a search of the pinned directory would read, as rg walks it (paths below it)."""
-    # Listed in parallel and sorted here as ``--sort path`` would (each directory's names in
-    # order, depth first: a component-wise sort), which costs rg a single thread. Secrets are
-    # left to ``Workspace.is_secret`` (open_listed's ``skip``): the rule every search hit gets,
-    # without ~90 globs for rg to compile on every call.
-    args = [rg._rg_binary(), "--files", "--null", "--no-config", "--no-follow", "--hidden"]
-    args += ["--max-filesize", str(rg.MAX_FILESIZE), *rg.walk_filters(ws, glob, secrets=False), "--", "."]
-    try:
-        proc = subprocess.run(
-            args, cwd=f"/proc/self/fd/{pinned_fd}", stdin=subprocess.DEVNULL, capture_output=True,
-            timeout=max(deadline - time.monotonic(), 0.001),
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:
-        return []  # the search's own deadline then reports the cut
-    listed = [p[2:] if p.startswith(b"./") else p for p in proc.stdout[:MAX_LISTING].split(b"\0") if p]
-    listed.sort(key=lambda p: p.split(b"/"))
-    return [os.fsdecode(p) for p in listed]
+__all__ = ["Segments", "list_files", "open_listed", "search_walked"]
 
 
 def _open_file(dir_fd: int, name: str, max_size: int) -> int | None:

@@ -1,9 +1,10 @@
 """The task's words worth a first search, ranked by what the workspace holds (``first_search``).
 
-The 0.5B model's first action was a Glob (``**/*.py``) on 12 of 30 tasks, the task's whole sentence
-as a Grep pattern on others, or the package's own name; each of those runs ended with nothing to
-cite. Offered only the task's names that the workspace defines or mentions, best first, its first
-search finds the code. The ranking uses the task text and the workspace only (never a task's gold).
+Left to itself, a small model's first action is a Glob (``**/*.py``), the task's whole sentence as a
+Grep pattern or the package's own name, and such runs end with nothing to cite (docs/design.md,
+``light-tuned``). Offered only the task's names that the workspace defines or mentions, best first,
+its first search finds the code. The ranking uses the task text and the workspace only (never a
+task's gold).
 """
 
 from __future__ import annotations

@@ -24,6 +24,12 @@ COUNT_LIMIT = 500
 """Matches one search collects at most; those beyond the shown ones only feed the per-file counts."""
 MAX_PATTERN_CHARS = 200
 """A longer pattern is cut (a runaway argument); the broadening then picks a name out of it."""
+MAX_SCANNED_CHARS = 4 * MAX_PATTERN_CHARS
+"""Characters of the pattern's first line that any regex here looks at: the first
+``MAX_PATTERN_CHARS`` once escaping backslashes are dropped lie within them, and no regex then
+runs on a model's pasted megabytes (issue 39: every regex on model text bounded)."""
+MAX_DEFINITION_CHARS = 1000
+"""Characters of a shown line ``definition_strength`` looks at (a definition's name comes first)."""
 MAX_TRIES = 6
 """Searches one Grep call may run, the broadened ones included."""
 BROADEN_BUDGET_S = 5.0
@@ -48,7 +54,11 @@ def quote(value: str) -> str:
     """An argument value as the ``Next:`` lines write it: a JSON string (lone surrogates escaped,
     since the observation must stay valid UTF-8)."""
     text = json.dumps(value, ensure_ascii=False)
-    return json.dumps(value) if re.search("[\ud800-\udfff]", text) else text
+    try:
+        text.encode("utf-8")  # fails on a lone surrogate, and only then
+    except UnicodeEncodeError:
+        return json.dumps(value)
+    return text
 
 
 def _words(patterns: tuple[str, ...]) -> str:
@@ -60,8 +70,10 @@ def _identifiers(text: str) -> list[str]:
     then longer before shorter; regex escapes such as ``\\w`` are not names."""
     cleaned = re.sub(r"\\[A-Za-z]", " ", text)
     found: list[str] = []
+    seen: set[str] = set()
     for name in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", cleaned):
-        if name.lower() not in {f.lower() for f in found}:
+        if name.lower() not in seen:
+            seen.add(name.lower())
             found.append(name)
     useful = [n for n in found if len(n.strip("_")) >= 3 and n.lower() not in STOPWORDS]
     if not useful:
@@ -119,6 +131,7 @@ def _shorter(tried: list[tuple[str, ...]]) -> str | None:
 def definition_strength(text: str, words: tuple[str, ...]) -> int:
     """2: the line defines a searched name (``def get_source(``, ``class Loader``, ``NAME = ``);
     1: it defines a name containing one (``def get_source_checksum``); 0: neither."""
+    text = text[:MAX_DEFINITION_CHARS]
     found = _DEFINITION.match(text) or _ASSIGNMENT.match(text)
     if found is None:
         return 0
@@ -172,7 +185,9 @@ def dotted_names(text: str) -> list[str]:
 
 
 LOCATION = re.compile(r"([\w./-]+\.\w+):(\d+)(?:-\d+)?")
-"""A ``path:line`` location given as a Grep pattern."""
+"""A ``path:line`` location given as a Grep pattern. Only ever ``fullmatch``-ed against the cut
+pattern (at most ``MAX_PATTERN_CHARS``): linear there, while a ``search`` through long text
+would retry it at every character (quadratic)."""
 
 
 def simple_grep(ws: Workspace, pattern: str, path: str = ".", max_matches: int = 15) -> Observation:
@@ -191,6 +206,8 @@ def simple_grep(ws: Workspace, pattern: str, path: str = ".", max_matches: int =
     pattern = _first_line(pattern)
     if pattern != given.strip() and pattern:
         notes.append(f"Only the first line of the pattern was used: {quote(pattern)}.")
+    if len(pattern) > MAX_SCANNED_CHARS:
+        pattern = pattern[:MAX_SCANNED_CHARS]  # cut below once backslashes are dropped
     # `jinja2\.loaders` means `jinja2.loaders` to a literal search; a pattern with `\w` or `\d`
     # is a regex that no literal reading fixes (the broadening below handles those).
     literal = re.sub(r"\\([^\w\s])", r"\1", pattern)

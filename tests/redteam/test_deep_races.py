@@ -10,15 +10,15 @@ A FIFO swapped in where a cited file was must not block the listing.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from redteam.swapping import swapper
 from subagent_lab.core.tool import ToolError
 from subagent_lab.scaffold.ranking import line_texts
 from subagent_lab.tools.glob import find_paths
@@ -29,9 +29,9 @@ from subagent_lab.workspace.sandbox import Workspace
 CANARY = "HOST-CANARY-39c1"
 LEVELS = ("a", "a/b", "a/b/c")
 CALLS = 40
+"""Calls per tool and level, racing the swapper."""
 RACE_S = 20.0
 """How long a race goes on past CALLS calls, waiting for one answer from inside the workspace."""
-"""Calls per tool and level, racing the swapper."""
 
 
 def _tree(root: Path, text: str, name: str = "f.py") -> None:
@@ -47,37 +47,6 @@ def scene(tmp_path: Path) -> tuple[Path, Path]:
     _tree(host, CANARY)
     (host / "a" / "b" / "c" / f"{CANARY}.py").write_text("x = 1\n")  # a name Glob would list
     return root, host
-
-
-@contextlib.contextmanager
-def swapper(root: Path, host: Path, level: str) -> Iterator[None]:
-    """Swap ``root/level`` for a link to ``host/level`` and back until the block ends."""
-    stop = threading.Event()
-    place, real, link = root / level, root / (level + ".real"), root / (level + ".link")
-
-    def run() -> None:
-        while not stop.is_set():
-            with contextlib.suppress(OSError):
-                os.rename(place, real)
-                os.symlink(host / level, link)
-                os.rename(link, place)
-                stop.wait(0.0005)
-                os.unlink(place)
-                os.rename(real, place)
-                stop.wait(0.0005)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(30)
-        if place.is_symlink() or not place.exists():
-            with contextlib.suppress(OSError):
-                os.unlink(place)
-            with contextlib.suppress(OSError):
-                os.rename(real, place)
 
 
 def _text(call: Callable[[], object]) -> str:

@@ -57,6 +57,7 @@ GROWTH_LIMIT = 4.0
 """Allowed excess over linear growth from one size to the next (x16 in size): generous for a
 shared runner's noise; a quadratic pass grows 16x more than linear."""
 REDACT = "from subagent_lab.core.redact import Redactor; f = Redactor()"
+LOCATION = "from subagent_lab.models.baseline import LOCATION; f = LOCATION.findall"
 PICKER = "from subagent_lab.tools.search_words import _candidates; f = lambda s: _candidates(s, '')"
 ATTACKS = {
     # the URL-password mask retried at every letter of a long scheme-like word, or user part
@@ -70,6 +71,11 @@ ATTACKS = {
     # the first-search picker on a task that is one long word (no dot: every retry fails)
     "picker_word": (PICKER, "'a' * n"),
     "picker_dots": (PICKER, "'a1' * (n // 2) + '.'"),
+    # the baselines' `path:line` finder on a prompt or tool result: its lookbehind starts a match
+    # only where a run of path characters starts, so each run is walked once
+    "location_path": (LOCATION, "'a.' * (n // 2)"),
+    "location_ranges": (LOCATION, "'a.b:1-' * (n // 6)"),
+    "location_digits": (LOCATION, "'a.py:' + '1' * n"),
 }
 _TIMER = """
 import json, sys, time

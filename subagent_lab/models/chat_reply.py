@@ -1,0 +1,159 @@
+"""Reading an OpenAI-compatible chat completion into a ``ModelResponse``: text, usage, tool calls.
+
+What a server sends is checked here: a reply far longer than its ``max_tokens`` allows raises
+``ReplyTooLong``; usage figures that are not plausible counts (negative, huge, not integers) are
+treated as missing and estimated instead; tool arguments are read by ``json_reply.loads_bounded``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from subagent_lab.core.context import estimate_messages, estimate_text
+from subagent_lab.core.types import ModelRequest, ModelResponse, ToolCall, Usage
+from subagent_lab.models.actions import decoding_schema, parse_action
+from subagent_lab.models.json_reply import extract_json_object, loads_bounded
+from subagent_lab.models.strict_schema import ANSWER_TOOL, drop_nulls
+
+MAX_USAGE_FIGURE = 10**9
+"""A usage count above this is no count (a run's whole budget is far smaller): treated as missing."""
+MAX_CHARS_PER_TOKEN = 16
+"""A reply longer than ``max_tokens`` times this many characters came from a server that ignored
+``max_tokens`` (real tokenizers average 3-5 characters): the call fails as a model error."""
+
+
+class ReplyTooLong(Exception):
+    """The reply's text is far longer than the call's ``max_tokens`` allows."""
+
+
+def parse_reply(
+    raw: Any, request: ModelRequest, *, model: str, native: bool, attempts: int, latency: float
+) -> ModelResponse:
+    """The response a chat completion ``raw`` holds for ``request``, sent to ``model``.
+
+    ``native``: the tool protocol is the endpoint's own tool calls (else the JSON action protocol).
+    """
+    choice = raw.choices[0] if getattr(raw, "choices", None) else None
+    message = choice.message if choice is not None else None
+    text = (message.content or "") if message is not None else ""
+    if not isinstance(text, str):
+        raise TypeError(f"message content is {type(text).__name__}, not text")
+    if len(text) > max(request.max_tokens, 1) * MAX_CHARS_PER_TOKEN + 1024:
+        raise ReplyTooLong(
+            f"holds {len(text):,} characters for max_tokens={request.max_tokens} "
+            "(the server ignored max_tokens)"
+        )
+    usage = reply_usage(raw, request, text)
+    response = ModelResponse(
+        text=text,
+        usage=usage,
+        finish_reason=(choice.finish_reason or "stop") if choice is not None else "error",
+        model_id=getattr(raw, "model", "") or model,
+        requested_model=model,
+        latency_s=latency,
+        attempts=attempts,
+        parse_ok=choice is not None,
+    )
+    if native and request.phase == "act":
+        calls = []
+        for call in (message.tool_calls if message is not None else None) or []:
+            try:
+                args = loads_bounded(call.function.arguments or "{}")
+                raw_args = None if isinstance(args, dict) else call.function.arguments
+            except ValueError:
+                args, raw_args = {}, call.function.arguments
+            calls.append(
+                ToolCall(
+                    id=call.id or f"call-{uuid.uuid4().hex[:8]}",
+                    name=call.function.name,
+                    arguments=args if isinstance(args, dict) else {},
+                    raw_arguments=raw_args,
+                )
+            )
+        response.tool_calls = calls
+        return response
+    if request.phase == "final" and native and request.final_schema:
+        answer = answer_call(message, request.final_schema)
+        if answer is not None:
+            response.text = answer
+            return response
+    if request.phase == "final":
+        value = extract_json_object(response.text)
+        if value is not None and set(value) == {"final"} and isinstance(value["final"], dict):
+            response.text = json.dumps(value["final"], ensure_ascii=False)  # the earlier wrapper
+        return response
+    return parse_action_reply(response)
+
+
+def answer_call(message: Any, schema: dict[str, Any]) -> str | None:
+    """The answer a ``final_answer`` tool call carries, as JSON text (None without one)."""
+    for call in (message.tool_calls if message is not None else None) or []:
+        if call.function.name != ANSWER_TOOL:
+            continue
+        try:
+            args = loads_bounded(call.function.arguments or "{}")
+        except ValueError:
+            return str(call.function.arguments)  # the contract check says what is wrong with it
+        return json.dumps(drop_nulls(args, decoding_schema(schema)), ensure_ascii=False)
+    return None
+
+
+def parse_action_reply(response: ModelResponse) -> ModelResponse:
+    """``response`` with the JSON action protocol's tool call (or answer) read from its text."""
+    value = extract_json_object(response.text)
+    if value is None:
+        response.parse_ok = False
+        return response
+    if set(value) == {"final"}:  # the earlier protocol's wrapper around a final answer
+        value = value["final"] if isinstance(value["final"], dict) else value
+    action = parse_action(value)
+    if action is None and "tool" in value:
+        response.parse_ok = False  # an action with an unusable tool name: retried, not an answer
+        return response
+    if action is None:
+        # An unwrapped answer ({"status": ..., "summary": ...}) from a server without grammar
+        # support: hand it to the contract check, which decides whether it is valid.
+        response.text = json.dumps(value, ensure_ascii=False)
+        return response
+    name, args, thought = action
+    response.tool_calls = [ToolCall(id=f"call-{uuid.uuid4().hex[:8]}", name=name, arguments=args)]
+    response.text = thought
+    return response
+
+
+def reply_usage(raw: Any, request: ModelRequest, text: str) -> Usage:
+    """The call's usage as the server reported it, or estimated (and marked so) where it did not."""
+    usage = getattr(raw, "usage", None)
+    prompt = usage_figure(getattr(usage, "prompt_tokens", None))
+    # Negative, huge or non-integer counts would hand budget back to the run or overflow a
+    # float later (``10**400``): treat them as missing.
+    if prompt is not None:
+        details = getattr(usage, "prompt_tokens_details", None)
+        cached = usage_figure(getattr(details, "cached_tokens", None)) or 0
+        timings = getattr(raw, "timings", None)
+        evaluated = usage_figure(timings.get("prompt_n")) if isinstance(timings, dict) else None
+        if not cached and evaluated is not None:
+            # llama-server reports the prompt tokens it evaluated; the rest came from its cache.
+            cached = prompt - evaluated
+        completion = usage_figure(getattr(usage, "completion_tokens", None))
+        return Usage(
+            prompt_tokens=prompt,
+            completion_tokens=completion if completion is not None else estimate_text(text),
+            cached_tokens=min(max(cached, 0), prompt),
+            estimated=completion is None,
+        )
+    # The provider gave no usable usage: estimate, and say so.
+    return Usage(
+        prompt_tokens=estimate_messages(request.messages, request.tools),
+        completion_tokens=estimate_text(text),
+        estimated=True,
+    )
+
+
+def usage_figure(value: Any) -> int | None:
+    """``value`` as a usage count: a non-negative integer up to ``MAX_USAGE_FIGURE``, else None."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_USAGE_FIGURE:
+        return None
+    return value

@@ -1,0 +1,227 @@
+"""The files a directory Grep reads, as ripgrep's walk chooses them, remembered while the tree
+stays the same.
+
+``rg --files`` gives the listing (the ignore files, the globs, the exclusions and the order of a
+search); starting it costs a directory Grep more than the search itself on a package-sized tree.
+Its output is a function of its arguments, of the names and kinds (directory, file, link, other)
+of the entries rg can reach and of the ignore files' contents, so a listing is kept with a
+signature of those, taken by a walk through held descriptors (``openat`` with ``O_NOFOLLOW``,
+one descriptor per level), and given again while the signature matches. A signature is only
+taken where it is exact and cheap: no ignore file that is a link or too large, no unreadable
+directory, at most ``MAX_SIGNED_ENTRIES`` entries; otherwise rg lists every time.
+
+A listing is names only: every file in it is still opened component by component through
+descriptors (``rg_files.open_listed``), so a stale or raced listing can only miss or skip a
+file, never lead a read outside.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat
+import subprocess
+import threading
+import time
+from collections import OrderedDict
+
+from subagent_lab.tools import rg
+from subagent_lab.workspace.sandbox import DEFAULT_IGNORED_DIRS, Workspace
+
+MAX_LISTING = 64 * 1024 * 1024
+"""Bytes of ``rg --files`` output read at most."""
+MAX_SIGNED_ENTRIES = 20_000
+"""Directory entries a signature walk looks at before giving up (rg then lists every time)."""
+MAX_SIGNED_DEPTH = 100
+"""Directory levels a signature walk descends before giving up."""
+MAX_IGNORE_FILE_BYTES = 1_000_000
+"""A larger ignore file makes the tree unsigned (its bytes are hashed on every call)."""
+CACHED_LISTINGS = 16
+"""Listings kept (least recently used dropped)."""
+IGNORE_FILES = frozenset({".gitignore", ".ignore", ".rgignore"})
+"""The per-directory files whose rules rg's walk applies (and ``.git/info/exclude``)."""
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+_lock = threading.Lock()
+_listings: OrderedDict[tuple[object, ...], tuple[bytes, list[str]]] = OrderedDict()
+_unsigned: OrderedDict[tuple[object, ...], None] = OrderedDict()
+"""Trees found over the signature walk's bounds: not walked again."""
+
+
+class _Unsigned(Exception):
+    """The tree cannot be signed exactly or cheaply."""
+
+
+class _TooLarge(_Unsigned):
+    """The tree is over the signature walk's bounds: not tried again for the same directory."""
+
+
+def clear_cache() -> None:
+    """Forget every kept listing (tests, cold benchmarks)."""
+    with _lock:
+        _listings.clear()
+        _unsigned.clear()
+
+
+def _file_bytes(dir_fd: int, name: str) -> bytes:
+    """An ignore file's bytes through ``dir_fd``; ``b""`` when it does not exist."""
+    try:
+        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return b""
+        raise _Unsigned from None  # a link (rg would follow it) or unreadable
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_IGNORE_FILE_BYTES:
+            raise _Unsigned
+        return os.read(fd, MAX_IGNORE_FILE_BYTES + 1)
+    finally:
+        os.close(fd)
+
+
+def _git_exclude(dir_fd: int) -> bytes:
+    """``.git/info/exclude`` below ``dir_fd`` (``b""`` when absent), opened component by component.
+
+    With ``--no-require-git`` rg reads exactly this path: a ``.git`` *file* (a submodule's or a
+    worktree's pointer) is not followed, so only a link on the way makes the tree unsigned."""
+    opened: list[int] = []
+    try:
+        for name in (".git", "info"):
+            parent = opened[-1] if opened else dir_fd
+            try:
+                info = os.stat(name, dir_fd=parent, follow_symlinks=False)
+            except (FileNotFoundError, NotADirectoryError):
+                return b""
+            if stat.S_ISLNK(info.st_mode):
+                raise _Unsigned  # rg follows it
+            if not stat.S_ISDIR(info.st_mode):
+                return b""  # a .git file, or an info file: rg finds no exclude file there
+            try:
+                opened.append(os.open(name, _DIR_FLAGS, dir_fd=parent))
+            except OSError:
+                raise _Unsigned from None
+        return _file_bytes(opened[-1], "exclude")
+    finally:
+        for fd in opened:
+            os.close(fd)
+
+
+def _sized(data: bytes) -> bytes:
+    return b"%d:" % len(data) + data
+
+
+def _sign_dir(fd: int, rel: str, digest: hashlib.blake2b, counted: list[int], depth: int) -> None:
+    if depth > MAX_SIGNED_DEPTH:
+        raise _TooLarge
+    try:
+        with os.scandir(fd) as entries:
+            listing = [(e.name, _kind(e)) for e in entries]
+    except OSError:
+        raise _Unsigned from None
+    counted[0] += len(listing)
+    if counted[0] > MAX_SIGNED_ENTRIES:
+        raise _TooLarge
+    listing.sort()
+    # No name is empty or holds a NUL: an empty field ends the directory's block unambiguously.
+    text = "\0".join([rel, *(k + n for n, k in listing)]) + "\0\0"
+    digest.update(text.encode("utf-8", "surrogateescape"))
+    for name, kind in listing:
+        if name in IGNORE_FILES:
+            if kind != "f":
+                raise _Unsigned
+            digest.update(_sized(_file_bytes(fd, name)))
+        elif name == ".git":
+            digest.update(_sized(_git_exclude(fd)))
+    for name, kind in listing:
+        if kind != "d" or name in DEFAULT_IGNORED_DIRS:
+            continue  # rg's walk never enters these (``--glob '!name/'``)
+        try:
+            child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+        except OSError:
+            raise _Unsigned from None  # swapped or unreadable: rg would report, not list
+        try:
+            _sign_dir(child, f"{rel}/{name}", digest, counted, depth + 1)
+        finally:
+            os.close(child)
+
+
+def _kind(entry: os.DirEntry[str]) -> str:
+    if entry.is_file(follow_symlinks=False):  # most entries: one call
+        return "f"
+    if entry.is_dir(follow_symlinks=False):
+        return "d"
+    return "l" if entry.is_symlink() else "o"
+
+
+def signature(dir_fd: int) -> bytes:
+    """A digest of what ``rg --files`` reads of the tree below ``dir_fd``; ``_Unsigned`` when the
+    tree cannot be signed (see the module doc)."""
+    digest = hashlib.blake2b(digest_size=20)
+    _sign_dir(dir_fd, ".", digest, [0], 0)
+    return digest.digest()
+
+
+def _signed(key: tuple[object, ...], dir_fd: int) -> bytes | None:
+    """``signature(dir_fd)``, remembering a tree over the bounds so that it is not walked again."""
+    with _lock:
+        if key in _unsigned:
+            return None
+    try:
+        return signature(dir_fd)
+    except _TooLarge:
+        with _lock:
+            _unsigned[key] = None
+            while len(_unsigned) > CACHED_LISTINGS:
+                _unsigned.popitem(last=False)
+        return None
+    except _Unsigned:
+        return None
+
+
+def _rg_list(args: list[str], pinned_fd: int, deadline: float) -> tuple[list[str], bool]:
+    """(rg's listing, whether rg listed the whole tree without an error)."""
+    try:
+        proc = subprocess.run(
+            args, cwd=f"/proc/self/fd/{pinned_fd}", stdin=subprocess.DEVNULL, capture_output=True,
+            timeout=max(deadline - time.monotonic(), 0.001),
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return [], False  # the search's own deadline then reports the cut
+    listed = [p[2:] if p.startswith(b"./") else p for p in proc.stdout[:MAX_LISTING].split(b"\0") if p]
+    # Listed in parallel and sorted here as ``--sort path`` would (each directory's names in
+    # order, depth first: a component-wise sort), which costs rg a single thread.
+    listed.sort(key=lambda p: p.split(b"/"))
+    complete = proc.returncode == 0 and len(proc.stdout) <= MAX_LISTING
+    return [os.fsdecode(p) for p in listed], complete
+
+
+def list_files(ws: Workspace, pinned_fd: int, glob: str | None, deadline: float) -> list[str]:
+    """The files a search of the pinned directory would read, as rg walks it (paths below it).
+
+    Secrets are left to ``Workspace.is_secret`` (the caller's): the rule every search hit gets,
+    without ~90 globs for rg to compile on every call. No ``--max-filesize``: a file's size is
+    checked when it is opened, so the listing depends on names only."""
+    args = [rg._rg_binary(), "--files", "--null", "--no-config", "--no-follow", "--hidden"]
+    args += [*rg.walk_filters(ws, glob, secrets=False), "--", "."]
+    info = os.fstat(pinned_fd)
+    key = (tuple(args), info.st_dev, info.st_ino)
+    before = _signed(key, pinned_fd)
+    if before is not None:
+        with _lock:
+            kept = _listings.get(key)
+            if kept is not None and kept[0] == before:
+                _listings.move_to_end(key)
+                return list(kept[1])
+    listed, complete = _rg_list(args, pinned_fd, deadline)
+    if before is None or not complete:
+        return listed
+    if time.monotonic() < deadline and _signed(key, pinned_fd) == before:  # unchanged while rg listed
+        with _lock:
+            _listings[key] = (before, list(listed))
+            _listings.move_to_end(key)
+            while len(_listings) > CACHED_LISTINGS:
+                _listings.popitem(last=False)
+    return listed

@@ -1,0 +1,147 @@
+"""The directory Grep's listing kept while the tree's signature is unchanged (``tools.rg_listing``):
+every change that alters what rg would list is seen on the next search."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from subagent_lab.tools import rg_listing
+from subagent_lab.tools.rg import search
+from subagent_lab.workspace.sandbox import Workspace
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> Iterator[None]:
+    rg_listing.clear_cache()
+    yield
+    rg_listing.clear_cache()
+
+
+def _files(ws: Workspace, glob: str | None = None) -> list[str]:
+    return search(ws, ["needle"], ".", glob=glob, files_only=True, max_results=500).files
+
+
+def _uncached(ws: Workspace, glob: str | None = None) -> list[str]:
+    rg_listing.clear_cache()
+    return _files(ws, glob)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    (root / "pkg" / "empty").mkdir(parents=True)
+    (root / "pkg" / "a.py").write_text("needle\n")
+    (root / "b.txt").write_text("needle\n")
+    return root
+
+
+def test_a_second_search_is_served_from_the_kept_listing(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = Workspace(tree)
+    assert _files(ws) == ["b.txt", "pkg/a.py"]
+    calls: list[object] = []
+    real = rg_listing._rg_list
+
+    def counted(*args: Any) -> tuple[list[str], bool]:
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(rg_listing, "_rg_list", counted)
+    assert _files(ws) == ["b.txt", "pkg/a.py"]
+    assert calls == []  # nothing changed: rg did not list again
+    (tree / "pkg" / "c.py").write_text("needle\n")
+    assert _files(ws) == ["b.txt", "pkg/a.py", "pkg/c.py"]
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "new file in an empty directory",
+        "new directory",
+        "removed file",
+        "renamed file",
+        "gitignore added",
+        "gitignore edited",
+        "nested ignore file",
+        "git exclude",
+        "file swapped for a link",
+    ],
+)
+def test_every_change_that_alters_the_listing_is_seen(tree: Path, change: str) -> None:
+    ws = Workspace(tree)
+    (tree / ".gitignore").write_text("*.log\n")
+    (tree / ".git" / "info").mkdir(parents=True)
+    assert _files(ws) == ["b.txt", "pkg/a.py"]
+    if change == "new file in an empty directory":
+        (tree / "pkg" / "empty" / "d.py").write_text("needle\n")
+    elif change == "new directory":
+        (tree / "new").mkdir()
+        (tree / "new" / "e.py").write_text("needle\n")
+    elif change == "removed file":
+        (tree / "b.txt").unlink()
+    elif change == "renamed file":
+        (tree / "b.txt").rename(tree / "pkg" / "b2.txt")
+    elif change == "gitignore added":
+        (tree / "pkg" / ".gitignore").write_text("a.py\n")
+    elif change == "gitignore edited":
+        (tree / ".gitignore").write_text("*.log\nb.txt\n")
+    elif change == "nested ignore file":
+        (tree / "pkg" / ".ignore").write_text("a.py\n")
+    elif change == "git exclude":
+        (tree / ".git" / "info" / "exclude").write_text("b.txt\n")
+    elif change == "file swapped for a link":
+        (tree / "pkg" / "a.py").unlink()
+        os.symlink(tree / "b.txt", tree / "pkg" / "a.py")
+    after = _files(ws)
+    assert after == _uncached(ws)  # what rg lists afresh
+    assert after != ["b.txt", "pkg/a.py"]
+
+
+def test_a_glob_keeps_a_listing_of_its_own(tree: Path) -> None:
+    ws = Workspace(tree)
+    assert _files(ws, "*.py") == ["pkg/a.py"]
+    assert _files(ws) == ["b.txt", "pkg/a.py"]
+    assert _files(ws, "*.txt") == ["b.txt"]
+
+
+def test_a_linked_ignore_file_or_a_large_tree_is_listed_by_rg_every_time(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = Workspace(tree)
+    outside = tree.parent / "rules"
+    outside.write_text("b.txt\n")
+    os.symlink(outside, tree / ".ignore")  # its content can change with no change in the tree
+    fd = os.open(tree, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(rg_listing._Unsigned):
+            rg_listing.signature(fd)
+        os.unlink(tree / ".ignore")
+        monkeypatch.setattr(rg_listing, "MAX_SIGNED_ENTRIES", 2)
+        with pytest.raises(rg_listing._TooLarge):
+            rg_listing.signature(fd)
+    finally:
+        os.close(fd)
+    assert _files(ws) == ["b.txt", "pkg/a.py"]
+    (tree / "pkg" / "c.py").write_text("needle\n")
+    assert _files(ws) == ["b.txt", "pkg/a.py", "pkg/c.py"]
+    assert rg_listing._listings == {}
+
+
+def test_a_submodule_pointer_is_signed_and_a_linked_git_info_is_not(tree: Path) -> None:
+    """With ``--no-require-git`` rg reads ``.git/info/exclude`` only through a real ``.git``
+    directory: a ``.git`` file (a submodule's pointer) adds no rules, a linked ``info`` would."""
+    (tree / "pkg" / ".git").write_text("gitdir: ../../elsewhere\n")
+    fd = os.open(tree, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert rg_listing.signature(fd)
+        (tree / ".git").mkdir()
+        os.symlink(tree.parent, tree / ".git" / "info")
+        with pytest.raises(rg_listing._Unsigned):
+            rg_listing.signature(fd)
+    finally:
+        os.close(fd)

@@ -91,6 +91,14 @@ def _no_real_models(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(openai_chat.OpenAIChatModel, "__init__", init)
 
 
+def with_aided_explore(cfg: LabConfig) -> LabConfig:
+    """``cfg`` with its explore profile on the `aided` scaffold fields: tests whose scripted turns
+    make every call themselves, written before the profile shipped `retrieval-start` (the harness's
+    own Find and Search before the first action, the symbol tools of the simple interface)."""
+    explore = cfg.profiles["explore"].model_copy(update=cfg.scaffold("aided").resolved())
+    return cfg.model_copy(update={"profiles": {**cfg.profiles, "explore": explore}})
+
+
 @pytest.fixture
 def config(tmp_path: Path) -> LabConfig:
     cfg = load_config(REPO / "profiles.yaml", env={})

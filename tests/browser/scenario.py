@@ -27,6 +27,13 @@ LOOSE = {
     "constrain_paths": False,
     "finish_after_stale": 0,
     "read_after_hits": False,
+    # the shipped default starts from the harness's own Find and Search (symbol tools of the simple
+    # interface); these scripted turns make every call themselves
+    "symbol_tools": False,
+    "tool_guide": False,
+    "cite_units": False,
+    "retrieval_start": 0,
+    "min_evidence": 0,
 }
 """As the unit tests: scripted turns call the full tools with any path and answer when they like."""
 

@@ -27,6 +27,7 @@ STUDY = DelegationSpec(
     tasks_per_split=1,
     cells=(Cell(arm="alone"), Cell(arm="forced-delegation")),
     baseline=True,
+    scaffold="aided",  # the child's own Grep and Read calls are what the viewer is checked for
 )
 VIEW_S = 60_000
 """Playwright's wait (ms) for each thing the viewer draws: it loads the log over HTTP first."""

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO
+from conftest import REPO, with_aided_explore
 from hypothesis import HealthCheck, event, given, settings, target
 from hypothesis import strategies as st
 
@@ -51,7 +51,7 @@ TASK = "Where is login implemented?"
 def lab(tmp_path_factory: pytest.TempPathFactory) -> tuple[LabConfig, Path]:
     """The repository's profiles, traces under a module directory; workspaces are made per example."""
     base = tmp_path_factory.mktemp("budget-props")
-    cfg = load_config(REPO / "profiles.yaml", env={})
+    cfg = with_aided_explore(load_config(REPO / "profiles.yaml", env={}))
     return cfg.model_copy(update={"trace_dir": str(base / "runs"), "source": None}), base
 
 

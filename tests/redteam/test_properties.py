@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO
+from conftest import REPO, with_aided_explore
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -55,7 +55,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> tuple[LabConfig, Path]:
     (root / "loop").symlink_to("loop")
     (root / "out").symlink_to("/etc")
     os.mkfifo(root / "fifo")
-    cfg = load_config(REPO / "profiles.yaml", env={})
+    cfg = with_aided_explore(load_config(REPO / "profiles.yaml", env={}))
     return cfg.model_copy(update={"trace_dir": str(base / "runs"), "source": None}), root
 
 

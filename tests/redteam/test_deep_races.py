@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from redteam.swapping import swapper
+from redteam.swapping import race
 from subagent_lab.core.tool import ToolError
 from subagent_lab.scaffold.ranking import line_texts
 from subagent_lab.tools.glob import find_paths
@@ -82,15 +82,10 @@ TOOLS: dict[str, Callable[[Path, Workspace, str], str]] = {
 def test_the_canary_never_appears(scene: tuple[Path, Path], tool: str, level: str) -> None:
     root, host = scene
     ws = Workspace(root)
-    inside, calls, deadline = 0, 0, time.monotonic() + RACE_S
-    with swapper(root, host, level):
-        # CALLS calls at least, and on until one answers from inside the workspace: on a loaded
-        # machine the swapper can hold the link in place for every one of the first CALLS.
-        while calls < CALLS or (not inside and time.monotonic() < deadline):
-            text = _text(lambda: TOOLS[tool](root, ws, level))
-            assert CANARY not in text, (tool, level, text[:500])
-            inside += "inside" in text or "f.py" in text
-            calls += 1
+    inside = race(
+        root, host, level, lambda: _text(lambda: TOOLS[tool](root, ws, level)), CANARY,
+        lambda t: "inside" in t or "f.py" in t, calls=CALLS, race_s=RACE_S,
+    )  # fmt: skip
     assert inside > 0  # the race did not only ever refuse
 
 

@@ -10,13 +10,12 @@ function named after the canary: neither may appear in the index or in any obser
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from redteam.swapping import swapper
+from redteam.swapping import race
 from subagent_lab.core.tool import ToolError
 from subagent_lab.tools.symbols import index as symbol_index
 from subagent_lab.tools.symbols.tools import find, outline, refs, search
@@ -83,13 +82,10 @@ def _text(ws: Workspace, tool: str) -> str:
 def test_the_canary_never_appears(scene: tuple[Path, Path], tool: str, level: str) -> None:
     root, host = scene
     ws = Workspace(root)
-    inside, calls, deadline = 0, 0, time.monotonic() + RACE_S
-    with swapper(root, host, level):
-        while calls < CALLS or (not inside and time.monotonic() < deadline):
-            text = _text(ws, tool)
-            assert CANARY not in text, (tool, level, text[:800])
-            inside += "f.py" in text  # an answer about the workspace's files, not a refusal
-            calls += 1
+    # an answer about the workspace's files, not a refusal
+    inside = race(
+        root, host, level, lambda: _text(ws, tool), CANARY, lambda t: "f.py" in t, calls=CALLS, race_s=RACE_S
+    )
     assert inside > 0  # the race did not only ever refuse
 
 

@@ -16,7 +16,7 @@ docs/benchmarks.md can be re-printed from a committed summary.
 Usage: python benchmarks/bench_explore.py [--splits dev,test] [--models none,light,main]
        [--scaffolds plain,aided] [--tasks all] [--repeats 1] [--temperature 0.3]
        [--workers 1] [--set key=value ...] [--save FILE] [--from FILE[,FILE...]]
-       [--contrast A:B ...]
+       [--contrast A:B ...] [--floors benchmarks/results/floors.csv]
 """
 
 from __future__ import annotations
@@ -166,6 +166,33 @@ def field_lifts(df: pd.DataFrame) -> list[str]:
     return lines
 
 
+def against_strongest(df: pd.DataFrame, floors: pd.DataFrame) -> list[str]:
+    """Each model arm minus the strongest floor of ``floors`` (``bench_floors.py`` rows) on the
+    same tasks: the floor arm with the highest mean quality over them, whatever its scaffold.
+    Quality over all tasks, ``FIELD_METRICS`` over the present ones, paired by task."""
+    same = floors[floors["task_id"].isin(set(df["task_id"]))]
+    if same.empty:
+        return []
+    means = same.groupby("model_choice")["quality"].mean()
+    best = str(means.idxmax())
+    floor = same[same["model_choice"] == best]
+    lines = [f"strongest floor on these {floor['task_id'].nunique()} tasks: {best} {means[best]:.2f}"]
+    for (scaffold, model), part in df[df["model_choice"] != "none"].groupby(["scaffold", "model_choice"]):
+        both = pd.concat([part, floor], ignore_index=True)
+        cells = []
+        for metric in ("quality", *FIELD_METRICS[:-1]):
+            rows = both if metric == "quality" else both[both["kind"] != "absent"]
+            if metric not in rows.columns or rows[metric].isna().all():
+                continue
+            d = paired_difference(rows, str(model), best, value=metric)
+            cells.append(
+                f"{metric} {_signed(d.diff.mean)} [{_signed(d.diff.low)}, {_signed(d.diff.high)}] "
+                f"(W/L/T {d.wins}/{d.losses}/{d.ties})"
+            )
+        lines.append(f"  {model} ({scaffold}) − {best}: " + "; ".join(cells))
+    return lines
+
+
 def load_meta(csv: str) -> dict[str, Any]:
     """The sidecar ``--save`` writes beside the rows (wall time, workers, load): ``{}`` if none."""
     path = Path(csv).with_suffix(".meta.json")
@@ -196,9 +223,14 @@ def spread_lines(df: pd.DataFrame) -> list[str]:
     ]
 
 
-def report(df: pd.DataFrame, contrasts: tuple[tuple[str, str], ...] = (("aided", "plain"),)) -> None:
+def report(
+    df: pd.DataFrame,
+    contrasts: tuple[tuple[str, str], ...] = (("aided", "plain"),),
+    floor_rows: pd.DataFrame | None = None,
+) -> None:
     """Print every split's tables (see the module docstring); ``contrasts``: the scaffold pairs
-    ``(a, b)`` whose per-model paired difference ``a − b`` is printed where both ran."""
+    ``(a, b)`` whose per-model paired difference ``a − b`` is printed where both ran; ``floor_rows``:
+    every split's floor rows (``bench_floors.py``), against whose strongest each model is set."""
     splits = sorted(df["split"].dropna().unique()) if "split" in df.columns else [None]
     for split in splits:
         part = df if split is None else df[df["split"] == split]
@@ -235,6 +267,9 @@ def report(df: pd.DataFrame, contrasts: tuple[tuple[str, str], ...] = (("aided",
             print("  field metrics, paired by task [95% CI]:")
             for line in lifts:
                 print(f"    {line}")
+        if floor_rows is not None and split is not None:
+            for line in against_strongest(part, floor_rows[floor_rows["split"] == split]):
+                print(f"  {line}")
         for a, b in contrasts:
             for line in scaffold_effects(part, a, b):
                 print(f"  scaffold effect, {line}")
@@ -277,6 +312,10 @@ def main() -> int:
         "--contrast", action="append", default=None, metavar="A:B",
         help="scaffold pair whose per-model paired difference A − B is printed (default aided:plain)",
     )  # fmt: skip
+    parser.add_argument(
+        "--floors", default=None, metavar="CSV",
+        help="with --from: set every model against the strongest floor of these rows (bench_floors.py)",
+    )  # fmt: skip
     args = parser.parse_args()
     contrasts = tuple(tuple(c.split(":", 1)) for c in (args.contrast or ["aided:plain"]))
     if args.source:
@@ -297,7 +336,7 @@ def main() -> int:
         rows = rows[~(floor & rows.duplicated(["split", "task_id", "model_choice"]))]
         if args.tasks != "all":
             rows = rows[rows["task_id"].isin(args.tasks.split(","))]
-        report(rows, contrasts)
+        report(rows, contrasts, pd.read_csv(args.floors) if args.floors else None)
         return 0
     overrides = {k: yaml.safe_load(v) for k, _, v in (s.partition("=") for s in args.set)}
     frames = []

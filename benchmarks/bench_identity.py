@@ -56,6 +56,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     },
     "full_tools": {
         "tool_interface": "full",
+        "symbol_tools": False,  # Find, Refs, Outline and Search exist in the simple interface only
+        "retrieval_start": 0,  # which calls Find and Search
         "constrain_paths": False,
         "min_tool_calls": 0,
         "task_paths": False,
@@ -64,6 +66,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "no_grace": {"grace_turn": False, "first_search": 3, "absence_check": True, "show_layout": True},
 }
 """Override sets that switch on branches the explore profile leaves off (run on every 3rd task)."""
+PRESETS = ("aided",)
+"""Presets of the config run as variants too (every scaffold field as the preset sets it): the
+explore profile ships ``retrieval-start``, and ``aided`` is the scaffold without the symbol tools."""
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{2,}")
 FILE = re.compile(r"[\w./-]+\.(?:py|pyi|txt|md|cfg)")
 
@@ -234,14 +239,15 @@ def run_all(workdir: Path, tasks_every: int) -> list[dict[str, Any]]:
         for model in ("light", "main"):
             cells.append((task.id, model, "explore", {}))
             if index % tasks_every == 0:
-                cells += [(task.id, model, "explore", {"variant": v}) for v in VARIANTS]
+                cells += [(task.id, model, "explore", {"variant": v}) for v in (*VARIANTS, *PRESETS)]
         if index % tasks_every == 1:
             cells += [(task.id, "main", p, {}) for p in ("verification", "plan")]
     by_id = {t.id: t for t in suite}
     rows = []
     for task_id, model, profile, extra in cells:
         task = by_id[task_id]
-        overrides = VARIANTS.get(extra.get("variant", ""), {})
+        variant = extra.get("variant", "")
+        overrides = config.scaffold(variant).resolved() if variant in PRESETS else VARIANTS.get(variant, {})
         for strategy in STRATEGIES:
             oracle = Oracle(strategy)
             launcher = SubagentLauncher(

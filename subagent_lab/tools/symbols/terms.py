@@ -9,10 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from subagent_lab.tools.symbols.parse import Definition
+from typing import Any, Protocol
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
@@ -21,6 +18,22 @@ NAME_WEIGHT = 3
 BODY_CHARS = 6000
 """Characters of a unit's body that feed its terms (its head: the signature, docstring and first
 statements say what it does; a long tail only dilutes them)."""
+
+
+class Unit(Protocol):
+    """What ``unit_terms`` reads of a definition (``parse.Definition`` is one; parse imports this
+    module, so naming it here would close an import circle)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def qualname(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def start(self) -> int: ...
+    @property
+    def end(self) -> int: ...
 
 
 @lru_cache(maxsize=1)
@@ -75,7 +88,7 @@ def query_terms(query: str) -> list[str]:
     return out
 
 
-def unit_terms(unit: Definition, lines: Sequence[str], siblings: Iterable[Definition]) -> tuple[str, ...]:
+def unit_terms(unit: Unit, lines: Sequence[str], siblings: Iterable[Unit]) -> tuple[str, ...]:
     """The terms of one definition: its name (weighted), its enclosing scopes, and its body.
 
     A class's body leaves out the bodies of the definitions nested in it (their first lines stay),

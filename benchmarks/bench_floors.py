@@ -12,7 +12,7 @@ Floors (docs/evaluation.md, "Floors"):
   whole (``path:start-end``), the task as the summary, without a loop (the committed floor of
   ``bench_explore.py``; scored without a trace, so nothing is checked for having been seen).
 
-Every loop run is scored as a sweep scores it (``experiments.sweep.execute_run``: its trace says
+Every loop run is scored as a sweep scores it (``experiments.execute.execute_run``: its trace says
 what was seen). Tasks: the legacy splits by name, or any task file (``load_suite(path)``; each task's
 ``workspace_root()`` is its tree). Rows go to ``--save`` (CSV); ``--from`` re-prints them.
 
@@ -36,8 +36,8 @@ from subagent_lab.bench.score import LOC_COLUMNS
 from subagent_lab.bench.suite import BenchTask, load_suite, suite_label
 from subagent_lab.config.profiles import default_config_path, load_config
 from subagent_lab.core.types import ModelChoice
+from subagent_lab.experiments.execute import execute_run
 from subagent_lab.experiments.spec import RunSpec, Variant
-from subagent_lab.experiments.sweep import execute_run
 
 FLOOR_MODELS: tuple[ModelChoice, ...] = ("none", "retrieval")
 COLUMNS = ["split", "task_id", "kind", "model_choice", "scaffold", "terminal_reason", "status",

@@ -94,9 +94,6 @@ def test_the_check_sees_upward_imports(tmp_path: Path) -> None:
 # --- no import circle, within a layer too -------------------------------------------------------
 
 KNOWN_CIRCLES: list[list[str]] = [
-    # The sweep sends its runs to the cluster, whose workers run them with the sweep's execute_run;
-    # issue 38's one grid engine owns both.
-    ["experiments.cluster", "experiments.sweep"],
     # rg.search hands a directory search to rg_files, which builds on rg's runner (issue 39).
     ["tools.rg", "tools.rg_files", "tools.rg_listing"],
 ]  # fmt: skip

@@ -46,8 +46,9 @@ from subagent_lab.config.parsed import parsed_config
 from subagent_lab.config.profiles import LabConfig, ModelConfig, load_config
 from subagent_lab.core.model import Model
 from subagent_lab.core.types import ModelChoice, ModelResponse
+from subagent_lab.experiments.execute import execute_run
 from subagent_lab.experiments.rows import base_row
-from subagent_lab.experiments.sweep import RunSpec, execute_run
+from subagent_lab.experiments.spec import RunSpec
 from subagent_lab.local_models.factory import default_model_factory
 from subagent_lab.local_models.namespace import config_namespace
 from subagent_lab.models.cache import CachingModel, entry_path, store_entry

@@ -91,7 +91,7 @@ def credit(args: argparse.Namespace, study: pd.DataFrame) -> pd.DataFrame:
 
     def write(df: pd.DataFrame) -> None:
         for row in df.to_dict("records"):
-            log.append(row)
+            log.append({str(k): v for k, v in row.items()})
         if len(df):
             r = df.iloc[0]
             tokens, wall = int(df["live_tokens"].sum()), df["replay_wall_s"].sum()

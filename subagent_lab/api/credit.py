@@ -15,7 +15,7 @@ import math
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -215,7 +215,8 @@ def study_credit_table(
     for _, row in rows.iterrows():
         if row.get("terminal_reason") == "crashed" or not row.get("sub_agents") or row["run_key"] in done:
             continue
-        df = study_credit(row, score, swaps=swaps, config=config, live=live, child_live=child_live)
+        one = cast(Mapping[str, Any], row)
+        df = study_credit(one, score, swaps=swaps, config=config, live=live, child_live=child_live)
         if on_run is not None:
             on_run(df)
         if len(df):  # a parent whose children were all left out has no row to add

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -26,6 +26,9 @@ from subagent_lab.api.runs import ConfigArg
 from subagent_lab.api.views import RunLike
 from subagent_lab.bench.suite import BenchTask
 from subagent_lab.core.trace import RunEnded, RunStarted, read_trace
+
+if TYPE_CHECKING:
+    from subagent_lab.experiments.delegation_replay import StudyRow
 
 ScoreArg = Callable[[MainRunResult], float] | BenchTask | None
 """How a parent's final answer is scored: a function, a benchmark task (its answer quality, as the
@@ -160,7 +163,7 @@ def _outcome(
 
 
 def study_credit(
-    row: Mapping[str, Any],
+    row: StudyRow,
     score: ScoreArg = None,
     *,
     swaps: Sequence[str] = ("none", "other"),
@@ -215,8 +218,7 @@ def study_credit_table(
     for _, row in rows.iterrows():
         if row.get("terminal_reason") == "crashed" or not row.get("sub_agents") or row["run_key"] in done:
             continue
-        one = cast(Mapping[str, Any], row)
-        df = study_credit(one, score, swaps=swaps, config=config, live=live, child_live=child_live)
+        df = study_credit(row, score, swaps=swaps, config=config, live=live, child_live=child_live)
         if on_run is not None:
             on_run(df)
         if len(df):  # a parent whose children were all left out has no row to add

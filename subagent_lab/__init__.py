@@ -30,6 +30,7 @@ _EXPORTS: dict[str, str] = {
     "replay_parent": "subagent_lab.api.replay",
     "child_credit": "subagent_lab.api.credit",
     "study_credit": "subagent_lab.api.credit",
+    "study_credit_table": "subagent_lab.api.credit",
     "sweep": "subagent_lab.api.runs",
     "load_config": "subagent_lab.config.profiles",
     "import_agent": "subagent_lab.config.agent_files",
@@ -74,6 +75,8 @@ _EXPORTS: dict[str, str] = {
     "readable_study": "subagent_lab.experiments.delegation_table",
     "study_sentences": "subagent_lab.experiments.delegation_table",
     "study_table": "subagent_lab.experiments.delegation_table",
+    "credit_runs": "subagent_lab.experiments.delegation_credit",
+    "credit_by_swap": "subagent_lab.experiments.delegation_credit",
 }
 """Public name -> the module defining it."""
 
@@ -91,6 +94,8 @@ __all__ = [  # the names of _EXPORTS (a test keeps the two equal)
     "compare",
     "comparison_sentences",
     "complete_tasks",
+    "credit_by_swap",
+    "credit_runs",
     "explore",
     "export_agent",
     "floor_sentences",
@@ -117,6 +122,7 @@ __all__ = [  # the names of _EXPORTS (a test keeps the two equal)
     "run_study",
     "score",
     "study_credit",
+    "study_credit_table",
     "study_sentences",
     "study_table",
     "study_tasks",
@@ -147,7 +153,7 @@ if TYPE_CHECKING:  # what editors and mypy see; at run time __getattr__ loads ea
         summarize,
         terminal_reasons,
     )
-    from subagent_lab.api.credit import child_credit, study_credit
+    from subagent_lab.api.credit import child_credit, study_credit, study_credit_table
     from subagent_lab.api.inspect_export import to_inspect
     from subagent_lab.api.mining import mine
     from subagent_lab.api.replay import replay_parent
@@ -167,6 +173,7 @@ if TYPE_CHECKING:  # what editors and mypy see; at run time __getattr__ loads ea
     from subagent_lab.config.agent_files import export_agent, import_agent
     from subagent_lab.config.profiles import load_config
     from subagent_lab.experiments.delegation import DelegationSpec, run_study, study_tasks
+    from subagent_lab.experiments.delegation_credit import credit_by_swap, credit_runs
     from subagent_lab.experiments.delegation_ledger import run_ledger
     from subagent_lab.experiments.delegation_table import (
         complete_tasks,

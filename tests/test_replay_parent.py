@@ -3,6 +3,7 @@ call served from its record (``sl.replay_parent``), and the per-child credit tab
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ from conftest import LOGIN_ANSWER, task_call
 
 from subagent_lab.agents.parent import MainAgent
 from subagent_lab.agents.result import MainRunResult
-from subagent_lab.api.credit import CREDIT_COLUMNS, child_credit
+from subagent_lab.api.credit import CREDIT_COLUMNS, child_credit, identity_exact
 from subagent_lab.api.replay import replay_parent
 from subagent_lab.config.profiles import LabConfig
 from subagent_lab.core.trace import ModelCalled, RunStarted, read_trace
@@ -75,6 +76,15 @@ def test_identity_replay_reproduces_the_recorded_parent_with_no_live_call(
     for new, old in zip(result.children, recorded.children, strict=True):
         assert _keys(new.trace_path) == _keys(old.trace_path) and new.result == old.result
     assert all(e.cache_hit for e in read_trace(result.trace_path) if isinstance(e, ModelCalled))
+    assert identity_exact(replay)
+    # A recorded ending the replay does not reproduce fails the check, with 0 live calls all the same.
+    trace = Path(recorded.trace_path)
+    lines = trace.read_text(encoding="utf-8").splitlines()
+    ended = json.loads(lines[-1])
+    assert ended["kind"] == "run_ended"
+    ended["usage"]["completion_tokens"] += 1
+    trace.write_text("\n".join([*lines[:-1], json.dumps(ended)]) + "\n", encoding="utf-8")
+    assert replay.live_calls == 0 and not identity_exact(replay)
 
 
 # --- a swapped child ---------------------------------------------------------------------------
@@ -183,6 +193,9 @@ def test_child_credit_scores_each_child_swapped_to_the_floor_and_the_other_model
                       live=lambda c, cfg: _scripted(_parent_policy), child_live=_children,
                       scratch_dir=tmp_path)  # fmt: skip
     assert list(df.columns) == list(CREDIT_COLUMNS) and df.attrs["identity_live_calls"] == 0
+    # The identity check on every row: no live call, and the recorded ending reproduced.
+    assert (df["identity_misses"] == 0).all() and df["identity_exact"].all()
+    assert set(df["parent_run"]) == {recorded.run_id}
     assert [(r.child, r.recorded_model, r.swapped_to) for r in df.itertuples()] == [
         (0, "light", "none"), (0, "light", "main"), (1, "light", "none"), (1, "light", "main"),
     ]  # fmt: skip

@@ -3,16 +3,19 @@
 For each Task child of a recorded parent, the parent is replayed (``api.replay.replay_parent``)
 with that child alone swapped to the no-model floor (``none``) and to the other model (light for a
 child on main, main for one on light); the rest is served from the record. A child's contribution is
-the recorded score less the score with it swapped. The replays' live calls are what finding out
-cost; nothing served from the record is spent again.
+the recorded score less the score with it swapped. The replays' live calls (their tokens) and their
+wall time are what finding out cost; nothing served from the record is spent again. A replay with
+nothing swapped comes first: it must reproduce the recorded parent with 0 live calls (the identity
+check, reported on every row).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -22,15 +25,20 @@ from subagent_lab.api.replay import ParentReplay, replay_parent
 from subagent_lab.api.runs import ConfigArg
 from subagent_lab.api.views import RunLike
 from subagent_lab.bench.suite import BenchTask
+from subagent_lab.core.trace import RunEnded, RunStarted, read_trace
+
+if TYPE_CHECKING:
+    from subagent_lab.experiments.delegation_replay import StudyRow
 
 ScoreArg = Callable[[MainRunResult], float] | BenchTask | None
 """How a parent's final answer is scored: a function, a benchmark task (its answer quality, as the
 delegation study scores it), or None: 1.0 when the answer is the recorded one, else 0.0."""
 OTHER_MODEL = {"light": "main", "main": "light"}
 CREDIT_COLUMNS = (
-    "child", "profile", "child_task", "recorded_model", "swapped_to", "recorded_score", "score",
+    "parent_run", "child", "profile", "child_task", "recorded_model", "swapped_to", "recorded_score", "score",
     "contribution", "answer_changed", "terminal_reason", "cache_hits", "cache_misses",
-    "parent_live_calls", "live_prompt_tokens", "live_completion_tokens", "live_tokens",
+    "parent_live_calls", "live_prompt_tokens", "live_completion_tokens", "live_tokens", "replay_wall_s",
+    "identity_misses", "identity_exact", "identity_wall_s",
 )  # fmt: skip
 """The table's columns, in order (docs/numbers.md, "Per-child credit")."""
 
@@ -73,23 +81,34 @@ def child_credit(
         config, live, child_live, target, **agent: As for ``replay_parent``.
 
     First the parent is replayed with nothing swapped: its score is the recorded score (the run
-    itself when ``run`` is a ``MainRunResult``) and its live calls, which should be 0, are in
-    ``df.attrs["identity_live_calls"]``.
+    itself when ``run`` is a ``MainRunResult``); its live calls (which should be 0), whether it
+    reproduced the run (``identity_exact``) and its wall time are on every row and in ``df.attrs``.
+    A parent without Task children gives no row.
     """
     options: dict[str, Any] = dict(config=config, live=live, child_live=child_live, target=target, **agent)
+    started = time.monotonic()
     identity = replay_parent(run, None, **options)
+    checked = {
+        "identity_misses": identity.live_calls,
+        "identity_exact": identity_exact(identity),
+        "identity_wall_s": time.monotonic() - started,
+    }
     recorded = run if isinstance(run, MainRunResult) else identity.result
     scorer = _scorer(score, recorded.answer)
     recorded_score = scorer(recorded)
+    parent_run = _run_id(identity.recorded_trace)
     rows: list[dict[str, Any]] = []
     for child in identity.children:
         for wanted in swaps:
             to = OTHER_MODEL.get(child.model_choice) if wanted == "other" else wanted
             if to is None or to == child.model_choice:
                 continue
+            started = time.monotonic()
             replay = replay_parent(run, {child.index: {"model": to}}, **options)
+            wall = time.monotonic() - started
             rows.append(
                 {
+                    "parent_run": parent_run,
                     "child": child.index,
                     "profile": child.profile,
                     "child_task": child.task[:200],
@@ -97,12 +116,30 @@ def child_credit(
                     "swapped_to": to,
                     "recorded_score": recorded_score,
                     **_outcome(replay, scorer, recorded_score, recorded.answer),
+                    "replay_wall_s": wall,
+                    **checked,
                 }
             )
     df = pd.DataFrame(rows, columns=list(CREDIT_COLUMNS))
-    df.attrs["identity_live_calls"] = identity.live_calls
-    df.attrs["recorded_trace"] = identity.recorded_trace
+    df.attrs.update(checked, identity_live_calls=identity.live_calls, recorded_trace=identity.recorded_trace)
     return df
+
+
+def identity_exact(identity: ParentReplay) -> bool:
+    """The replay with nothing swapped is the recorded run: no live call, and it ended as the
+    recorded trace's ``run_ended`` says (terminal reason, contract, the parent's tokens)."""
+    ended = next((e for e in read_trace(identity.recorded_trace) if isinstance(e, RunEnded)), None)
+    if ended is None or identity.live_calls:
+        return False
+    result = identity.result
+    return (result.terminal_reason, result.contract, result.usage) == (
+        ended.terminal_reason, ended.contract, ended.usage,
+    )  # fmt: skip
+
+
+def _run_id(trace: str | Path) -> str:
+    start = next((e for e in read_trace(trace) if isinstance(e, RunStarted)), None)
+    return start.run_id if start is not None else Path(trace).stem
 
 
 def _outcome(
@@ -126,7 +163,7 @@ def _outcome(
 
 
 def study_credit(
-    row: Mapping[str, Any],
+    row: StudyRow,
     score: ScoreArg = None,
     *,
     swaps: Sequence[str] = ("none", "other"),
@@ -154,6 +191,37 @@ def study_credit(
         target=setup.task.workspace_root(),
         **setup.agent,
     )
-    for at, key in enumerate(("split", "task_id", "cell")):
+    for at, key in enumerate(("run_key", "split", "task_id", "cell")):
         df.insert(at, key, row.get(key))
     return df
+
+
+def study_credit_table(
+    rows: pd.DataFrame,
+    score: ScoreArg = None,
+    *,
+    swaps: Sequence[str] = ("none", "other"),
+    config: str | Path | None = None,
+    live: ModelFactory | None = None,
+    child_live: ModelFactory | None = None,
+    done: Collection[str] = (),
+    on_run: Callable[[pd.DataFrame], None] | None = None,
+) -> pd.DataFrame:
+    """``study_credit`` for every row of a delegation study's table whose parent had a child and
+    did not crash, in table order, one table (columns: ``run_key``, ``split``, ``task_id``,
+    ``cell``, then ``CREDIT_COLUMNS``).
+
+    ``done``: run keys to leave out (replayed before: a resumed benchmark). ``on_run`` is called
+    with each run's rows as soon as they are made (to write them down before the next run).
+    """
+    frames: list[pd.DataFrame] = []
+    for _, row in rows.iterrows():
+        if row.get("terminal_reason") == "crashed" or not row.get("sub_agents") or row["run_key"] in done:
+            continue
+        df = study_credit(row, score, swaps=swaps, config=config, live=live, child_live=child_live)
+        if on_run is not None:
+            on_run(df)
+        if len(df):  # a parent whose children were all left out has no row to add
+            frames.append(df)
+    columns = ["run_key", "split", "task_id", "cell", *CREDIT_COLUMNS]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)

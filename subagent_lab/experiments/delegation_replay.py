@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
+
+import pandas as pd
 
 from subagent_lab.agents.launcher import ModelFactory
 from subagent_lab.bench.suite import BenchTask
@@ -25,6 +27,9 @@ from subagent_lab.experiments.delegation import (
     study_config,
     study_tasks,
 )
+
+StudyRow: TypeAlias = "Mapping[str, Any] | pd.Series[Any]"  # a string: Series takes no [] at run time
+"""One row of a study's table: a dict, or a pandas row (``df.iloc[i]``)."""
 
 
 @dataclass(frozen=True)
@@ -40,7 +45,7 @@ class StudyReplay:
     child_live: ModelFactory | None = None
 
 
-def study_replay(row: Mapping[str, Any], config_path: str | Path | None = None) -> StudyReplay:
+def study_replay(row: StudyRow, config_path: str | Path | None = None) -> StudyReplay:
     """The setup of the parent run of study row ``row`` (ValueError when its study directory or task
     cannot be found). ``config_path``: the ``profiles.yaml`` the study ran with (None: the default)."""
     trace = Path(str(row["trace_path"]))

@@ -118,7 +118,7 @@ class _Dir:
     """One directory as the signature walk saw it: its entries (name, kind) in rg's order, the
     directories below it that rg enters, and the bytes of its ignore files."""
 
-    __slots__ = ("entries", "children", "ignore_files")
+    __slots__ = ("children", "entries", "ignore_files")
 
     def __init__(self, entries: list[tuple[str, str]]) -> None:
         self.entries = entries
@@ -213,9 +213,7 @@ class _NotInert(Exception):
     """An ignore file may exclude something: rg must list."""
 
 
-def walk_listing(
-    tree: _Dir, passes: Callable[[bytes], bool] | None, ignore_files: bool
-) -> list[str] | None:
+def walk_listing(tree: _Dir, passes: Callable[[bytes], bool] | None, ignore_files: bool) -> list[str] | None:
     """What ``rg --files`` lists of the walked ``tree`` when its ignore files exclude nothing
     (``rg_rules``), with the caller's glob applied by ``passes``; None when they may exclude
     something. ``passes``: None for every file; ``ignore_files``: whether rg reads them

@@ -129,7 +129,6 @@ class Rules:
         names = self.names | self.anchored.get(depth, set())
         return names, [pieces for at, pieces in self.wild if at is None or at == depth]
 
-
     def add(self, line: str) -> None:
         """One ignore-file line, parsed as rg's gitignore reader does, then widened."""
         if line.startswith("#") or line.startswith("!"):

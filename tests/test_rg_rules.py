@@ -106,7 +106,9 @@ def test_git_exclude_rules_are_checked(tmp_path: Path) -> None:
     assert _both(root)[0] is None
 
 
-@pytest.mark.parametrize("glob", ["*.py", "test_*", "*core*", "README.md", "*.p*y", "*", "**/*.py", "*.{py,md}"])
+@pytest.mark.parametrize(
+    "glob", ["*.py", "test_*", "*core*", "README.md", "*.p*y", "*", "**/*.py", "*.{py,md}"]
+)
 def test_a_plain_glob_is_applied_as_rg_applies_it(tmp_path: Path, glob: str) -> None:
     root = _write(tmp_path / "ws", {**PACKAGE, "src/pkg/py.copy.py": "x\n", "build.py/x.txt": "x\n"})
     walked, listed = _both(root, glob)
@@ -137,8 +139,10 @@ def test_a_first_search_on_a_tree_whose_ignore_files_exclude_nothing_starts_no_l
     monkeypatch.setattr(rg_listing, "_rg_list", counted)
     ws = Workspace(root)
     found = search(ws, ["x"], ".", files_only=True, max_results=500).files
-    assert found == ["README.md", "src/pkg/__init__.py", "src/pkg/core.py", "tests/data/cmd/toml-test/main.go",
-                     "tests/test_core.py"]  # fmt: skip
+    assert found == [
+        "README.md", "src/pkg/__init__.py", "src/pkg/core.py", "tests/data/cmd/toml-test/main.go",
+        "tests/test_core.py",
+    ]  # fmt: skip
     assert calls == []
     (root / "debug.log").write_text("x\n")  # now the ignore file excludes something: rg lists
     assert search(ws, ["x"], ".", files_only=True, max_results=500).files == found
@@ -152,7 +156,8 @@ FILES = ["b.py", "B.PY", "c.txt", "a.pyc", "ab.py", "x y.txt", "é.txt", ".hf", 
 LINES = [
     "a", "/a", "a/", "/a/", "*.py", "*.PY", "b.*", "a*", "*b*", "?.py", "[ab]", "[ab]*", "*.py[cod]", "[!a]*",
     "a/b.py", "/a/ab", "**/a", "a/**", "d/**/b.py", "!b.py", "#a", "\\#a", "a\\ ", "ab   ", "*.egg-info/",
-    "x y", "x\\ y.txt", "é", "é.txt", "{a,ab}", "[z-a]", "c.t?t", "/*.txt", "ab/", "", "a/ab", "/ab/a/", "*/b.py",
+    "x y", "x\\ y.txt", "é", "é.txt", "{a,ab}", "[z-a]", "c.t?t", "/*.txt", "ab/", "", "a/ab", "/ab/a/",
+    "*/b.py",
 ]  # fmt: skip
 
 
@@ -171,7 +176,9 @@ def trees(draw: Any) -> dict[str, str]:
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(files=trees(), glob=st.sampled_from([None, "*.py", "a*", "*b*", "ab"]))
-def test_whenever_the_walk_lists_it_lists_what_rg_lists(tmp_path: Path, files: dict[str, str], glob: str | None) -> None:
+def test_whenever_the_walk_lists_it_lists_what_rg_lists(
+    tmp_path: Path, files: dict[str, str], glob: str | None
+) -> None:
     root = tmp_path / f"ws{time.monotonic_ns()}"
     _write(root, files)
     walked, listed = _both(root, glob)

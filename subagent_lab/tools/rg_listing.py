@@ -10,6 +10,9 @@ one descriptor per level), and given again while the signature matches. A signat
 taken where it is exact and cheap: no ignore file that is a link or too large, no unreadable
 directory, at most ``MAX_SIGNED_ENTRIES`` entries; otherwise rg lists every time.
 
+Where the tree's ignore files exclude nothing and the caller's glob is plain (``rg_rules``), the
+signature walk's own view is the listing and no rg is started (``walk_listing``).
+
 A listing is names only: every file in it is still opened component by component through
 descriptors (``rg_files.open_listed``), so a stale or raced listing can only miss or skip a
 file, never lead a read outside.

@@ -42,6 +42,8 @@ def tree(tmp_path: Path) -> Path:
 
 def test_a_second_search_is_served_from_the_kept_listing(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ws = Workspace(tree)
+    (tree / ".gitignore").write_text("*.log\n")
+    (tree / "debug.log").write_text("needle\n")  # the ignore file excludes something: rg lists
     assert _files(ws) == ["b.txt", "pkg/a.py"]
     calls: list[object] = []
     real = rg_listing._rg_list

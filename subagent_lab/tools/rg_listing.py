@@ -10,6 +10,9 @@ one descriptor per level), and given again while the signature matches. A signat
 taken where it is exact and cheap: no ignore file that is a link or too large, no unreadable
 directory, at most ``MAX_SIGNED_ENTRIES`` entries; otherwise rg lists every time.
 
+Where the tree's ignore files exclude nothing and the caller's glob is plain (``rg_rules``), the
+signature walk's own view is the listing and no rg is started (``walk_listing``).
+
 A listing is names only: every file in it is still opened component by component through
 descriptors (``rg_files.open_listed``), so a stale or raced listing can only miss or skip a
 file, never lead a read outside.
@@ -25,8 +28,9 @@ import subprocess
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 
-from subagent_lab.tools import rg
+from subagent_lab.tools import rg, rg_rules
 from subagent_lab.workspace.sandbox import DEFAULT_IGNORED_DIRS, Workspace
 
 MAX_LISTING = 64 * 1024 * 1024
@@ -113,7 +117,19 @@ def _sized(data: bytes) -> bytes:
     return b"%d:" % len(data) + data
 
 
-def _sign_dir(fd: int, rel: str, digest: hashlib.blake2b, counted: list[int], depth: int) -> None:
+class _Dir:
+    """One directory as the signature walk saw it: its entries (name, kind) in rg's order, the
+    directories below it that rg enters, and the bytes of its ignore files."""
+
+    __slots__ = ("children", "entries", "ignore_files")
+
+    def __init__(self, entries: list[tuple[str, str]]) -> None:
+        self.entries = entries
+        self.children: dict[str, _Dir] = {}
+        self.ignore_files: list[bytes] = []
+
+
+def _sign_dir(fd: int, rel: str, digest: hashlib.blake2b, counted: list[int], depth: int) -> _Dir:
     if depth > MAX_SIGNED_DEPTH:
         raise _TooLarge
     try:
@@ -127,14 +143,22 @@ def _sign_dir(fd: int, rel: str, digest: hashlib.blake2b, counted: list[int], de
     listing.sort()
     # No name is empty or holds a NUL: an empty field ends the directory's block unambiguously.
     text = "\0".join([rel, *(k + n for n, k in listing)]) + "\0\0"
+    if not text.isascii():  # rg orders names by their bytes
+        listing.sort(key=lambda entry: os.fsencode(entry[0]))
+        text = "\0".join([rel, *(k + n for n, k in listing)]) + "\0\0"
     digest.update(text.encode("utf-8", "surrogateescape"))
+    node = _Dir(listing)
     for name, kind in listing:
         if name in IGNORE_FILES:
             if kind != "f":
                 raise _Unsigned
-            digest.update(_sized(_file_bytes(fd, name)))
+            data = _file_bytes(fd, name)
         elif name == ".git":
-            digest.update(_sized(_git_exclude(fd)))
+            data = _git_exclude(fd)
+        else:
+            continue
+        digest.update(_sized(data))
+        node.ignore_files.append(data)
     for name, kind in listing:
         if kind != "d" or name in DEFAULT_IGNORED_DIRS:
             continue  # rg's walk never enters these (``--glob '!name/'``)
@@ -143,9 +167,10 @@ def _sign_dir(fd: int, rel: str, digest: hashlib.blake2b, counted: list[int], de
         except OSError:
             raise _Unsigned from None  # swapped or unreadable: rg would report, not list
         try:
-            _sign_dir(child, f"{rel}/{name}", digest, counted, depth + 1)
+            node.children[name] = _sign_dir(child, f"{rel}/{name}", digest, counted, depth + 1)
         finally:
             os.close(child)
+    return node
 
 
 def _kind(entry: os.DirEntry[str]) -> str:
@@ -156,21 +181,27 @@ def _kind(entry: os.DirEntry[str]) -> str:
     return "l" if entry.is_symlink() else "o"
 
 
+def _walk(dir_fd: int) -> tuple[bytes, _Dir]:
+    """(the signature of the tree below ``dir_fd``, what the walk saw); ``_Unsigned`` when the
+    tree cannot be signed (see the module doc)."""
+    digest = hashlib.blake2b(digest_size=20)
+    tree = _sign_dir(dir_fd, ".", digest, [0], 0)
+    return digest.digest(), tree
+
+
 def signature(dir_fd: int) -> bytes:
     """A digest of what ``rg --files`` reads of the tree below ``dir_fd``; ``_Unsigned`` when the
     tree cannot be signed (see the module doc)."""
-    digest = hashlib.blake2b(digest_size=20)
-    _sign_dir(dir_fd, ".", digest, [0], 0)
-    return digest.digest()
+    return _walk(dir_fd)[0]
 
 
-def _signed(key: tuple[object, ...], dir_fd: int) -> bytes | None:
-    """``signature(dir_fd)``, remembering a tree over the bounds so that it is not walked again."""
+def _walked(key: tuple[object, ...], dir_fd: int) -> tuple[bytes, _Dir] | None:
+    """``_walk(dir_fd)``, remembering a tree over the bounds so that it is not walked again."""
     with _lock:
         if key in _unsigned:
             return None
     try:
-        return signature(dir_fd)
+        return _walk(dir_fd)
     except _TooLarge:
         with _lock:
             _unsigned[key] = None
@@ -179,6 +210,45 @@ def _signed(key: tuple[object, ...], dir_fd: int) -> bytes | None:
         return None
     except _Unsigned:
         return None
+
+
+class _NotInert(Exception):
+    """An ignore file may exclude something: rg must list."""
+
+
+def walk_listing(tree: _Dir, passes: Callable[[bytes], bool] | None, ignore_files: bool) -> list[str] | None:
+    """What ``rg --files`` lists of the walked ``tree`` when its ignore files exclude nothing
+    (``rg_rules``), with the caller's glob applied by ``passes``; None when they may exclude
+    something. ``passes``: None for every file; ``ignore_files``: whether rg reads them
+    (``--no-ignore`` when not)."""
+    files: list[str] = []
+
+    def visit(node: _Dir, prefix: str, depth: int, active: list[tuple[rg_rules.Rules, int]]) -> None:
+        if ignore_files:
+            for data in node.ignore_files:
+                rules = rg_rules.parse(data)
+                if rules is None:
+                    raise _NotInert
+                if rules:
+                    active = [*active, (rules, depth)]
+        ignored = rg_rules.checker(active, depth + 1) if active else None
+        for name, kind in node.entries:
+            if kind == "f":
+                encoded = name.encode("utf-8", "surrogateescape")
+                if ignored is not None and ignored(encoded):
+                    raise _NotInert
+                if passes is None or passes(encoded):
+                    files.append(prefix + name)
+            elif kind == "d" and name in node.children:
+                if ignored is not None and ignored(name.encode("utf-8", "surrogateescape")):
+                    raise _NotInert
+                visit(node.children[name], f"{prefix}{name}/", depth + 1, active)
+
+    try:
+        visit(tree, "", 0, [])
+    except _NotInert:
+        return None
+    return files
 
 
 def _rg_list(args: list[str], pinned_fd: int, deadline: float) -> tuple[list[str], bool]:
@@ -198,30 +268,48 @@ def _rg_list(args: list[str], pinned_fd: int, deadline: float) -> tuple[list[str
     return [os.fsdecode(p) for p in listed], complete
 
 
+def _keep(key: tuple[object, ...], signed: bytes, listed: list[str]) -> None:
+    with _lock:
+        _listings[key] = (signed, list(listed))
+        _listings.move_to_end(key)
+        while len(_listings) > CACHED_LISTINGS:
+            _listings.popitem(last=False)
+
+
 def list_files(ws: Workspace, pinned_fd: int, glob: str | None, deadline: float) -> list[str]:
     """The files a search of the pinned directory would read, as rg walks it (paths below it).
 
     Secrets are left to ``Workspace.is_secret`` (the caller's): the rule every search hit gets,
     without ~90 globs for rg to compile on every call. No ``--max-filesize``: a file's size is
-    checked when it is opened, so the listing depends on names only."""
+    checked when it is opened, so the listing depends on names only. The signature walk's own
+    view gives the listing where ``rg_rules`` shows it is rg's: then no rg is started."""
     args = [rg._rg_binary(), "--files", "--null", "--no-config", "--no-follow", "--hidden"]
     args += [*rg.walk_filters(ws, glob, secrets=False), "--", "."]
     info = os.fstat(pinned_fd)
     key = (tuple(args), info.st_dev, info.st_ino)
-    before = _signed(key, pinned_fd)
-    if before is not None:
+    walked = _walked(key, pinned_fd)
+    before = None
+    if walked is not None:
+        before, tree = walked
         with _lock:
             kept = _listings.get(key)
             if kept is not None and kept[0] == before:
                 _listings.move_to_end(key)
                 return list(kept[1])
+        passes = rg_rules.glob_filter(glob)
+        if passes is not None:
+            listed = walk_listing(tree, None if not glob else passes, ws.honour_gitignore)
+            if listed is not None:  # the walk's own view: consistent with its signature
+                _keep(key, before, listed)
+                return listed
     listed, complete = _rg_list(args, pinned_fd, deadline)
     if before is None or not complete:
         return listed
     if time.monotonic() < deadline and _signed(key, pinned_fd) == before:  # unchanged while rg listed
-        with _lock:
-            _listings[key] = (before, list(listed))
-            _listings.move_to_end(key)
-            while len(_listings) > CACHED_LISTINGS:
-                _listings.popitem(last=False)
+        _keep(key, before, listed)
     return listed
+
+
+def _signed(key: tuple[object, ...], dir_fd: int) -> bytes | None:
+    walked = _walked(key, dir_fd)
+    return None if walked is None else walked[0]

@@ -121,6 +121,31 @@ def test_a_native_endpoint_gets_the_answer_through_a_strict_finish_tool(
     assert set(tool["function"]["parameters"]["required"]) == set(answer)
 
 
+def test_an_endpoint_that_ignores_the_forced_finish_tool_answers_in_text_and_is_read(
+    config: LabConfig, workspace: Path, tmp_path: Path
+) -> None:
+    """llama-server reads a named ``tool_choice`` as "auto": the answer comes back as fenced text
+    with no tool call. Its one object is the answer (the contract still checks it), not a repair."""
+    model = config.models["light"].model  # type: ignore[union-attr]
+    answer = {
+        "status": "completed",
+        "summary": "login is defined in app/auth.py.",
+        "findings": ["login calls check_password"],
+        "evidence": ["app/auth.py:4"],
+        "unresolved_questions": None,
+    }
+    fenced = "```json\n" + json.dumps(answer, indent=2) + "\n```"
+    calls = [native_call("Grep", {"pattern": "def login"}), native_call("finish", {}, "call-2")]
+    replies = [{**chat(None, tool_calls=[c], finish_reason="tool_calls"), "model": model} for c in calls]
+    replies.append({**chat(fenced), "model": model})
+    endpoint = StrictEndpoint(replies)
+    result, _ = _launch(config, workspace, tmp_path, endpoint)
+    assert result.terminal_reason == "completed", result.detail
+    assert result.repairs_used == 0
+    assert result.contract is not None and result.contract["evidence"] == ["app/auth.py:4"]
+    assert "unresolved_questions" not in result.contract or result.contract["unresolved_questions"] == []
+
+
 def test_without_the_strict_form_the_endpoint_refuses_the_answer_tool(
     config: LabConfig, workspace: Path, tmp_path: Path, monkeypatch: Any
 ) -> None:

@@ -79,6 +79,15 @@ def parse_reply(
         if answer is not None:
             response.text = answer
             return response
+        # An endpoint that ignores the forced tool choice (llama-server reads a named function as
+        # "auto") answers in text; the one object in it is the call's arguments, fenced or not.
+        # The contract check still judges every field of it.
+        value = extract_json_object(response.text)
+        if value is not None:
+            response.text = json.dumps(
+                drop_nulls(value, decoding_schema(request.final_schema)), ensure_ascii=False
+            )
+        return response
     if request.phase == "final":
         value = extract_json_object(response.text)
         if value is not None and set(value) == {"final"} and isinstance(value["final"], dict):

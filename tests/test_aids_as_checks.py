@@ -34,7 +34,9 @@ def test_the_checks_word_each_breach() -> None:
     assert schema_breaches({"evidence": ["a.py:4"]}, schema) == []
     (breach,) = schema_breaches({"evidence": ["b.py:9"]}, schema)
     assert "answer.evidence[0]: 'b.py:9' is not one you may give" in breach and "'a.py:4'" in breach
-    assert schema_breaches({"evidence": []}, schema) == ["answer.evidence: give at least 1 items"]
+    assert schema_breaches({"evidence": []}, schema) == [
+        "answer.evidence: give at least 1 items; choose from ['a.py:4']"
+    ]
     menu = ActionMenu(allowed=["Grep", "finish"], choices={"Grep": {"path": ["."]}})
     assert off_menu(menu, [ToolCall(id="1", name="Grep", arguments={"pattern": "x", "path": "."})]) == []
     assert off_menu(menu, [ToolCall(id="2", name="Read", arguments={"path": "a.py"})])[0].startswith(

@@ -163,3 +163,34 @@ def test_without_the_strict_form_the_endpoint_refuses_the_answer_tool(
     assert endpoint.refused and "Invalid schema for function 'final_answer'" in endpoint.refused[0]
     assert result.terminal_reason == "model_error" and "HTTP 400" in result.detail
     assert json.dumps(result.contract) == "null"
+
+
+def test_an_answer_decoded_without_a_grammar_is_cut_where_the_grammar_would_cut_it(
+    config: LabConfig, workspace: Path, tmp_path: Path
+) -> None:
+    """Small models on a native endpoint copy a listing line whole as an evidence item and list more
+    findings than the answer holds; at T=0 a repair repeats them. The grammar's own cuts are made
+    (the location the item begins with, the first items), noted, and the reply as sent is kept."""
+    model = config.models["light"].model  # type: ignore[union-attr]
+    answer = {
+        "status": "completed",
+        "summary": "login is defined in app/auth.py.",
+        "findings": [f"finding {i}" for i in range(7)],
+        "evidence": ["app/auth.py:4  def login(user, password):"],
+        "unresolved_questions": None,
+    }
+    calls = [native_call("Grep", {"pattern": "def login"}), native_call("finish", {}, "call-2"),
+             native_call("final_answer", answer, "call-3")]  # fmt: skip
+    replies = [
+        {**chat(None, tool_calls=[call], finish_reason="tool_calls"), "model": model} for call in calls
+    ]
+    result, _ = _launch(config, workspace, tmp_path, StrictEndpoint(replies))
+    assert result.terminal_reason == "completed", result.detail
+    assert result.repairs_used == 0
+    assert result.contract is not None and result.contract["evidence"] == ["app/auth.py:4"]
+    assert len(result.contract["findings"]) < 7
+    events = [json.loads(line) for trace in (tmp_path / "runs").rglob("*.jsonl") for line in trace.open()]
+    (final_call,) = [e for e in events if e["kind"] == "model_called" and e["purpose"] == "final"]
+    assert any("kept 'app/auth.py:4'" in note for note in final_call["adapted"])
+    assert any("kept the first" in note for note in final_call["adapted"])
+    assert "def login(user, password)" in final_call["raw_text"]

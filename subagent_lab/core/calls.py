@@ -79,6 +79,8 @@ def call_model(
         attempts=response.attempts,
         model_id=response.model_id,
         text=response.text,
+        raw_text=response.raw_text,
+        adapted=response.adapted,
         parse_ok=response.parse_ok,
         cache_hit=response.cache_hit,
         tool_calls=[c.model_dump() for c in response.tool_calls],

@@ -30,7 +30,10 @@ def schema_breaches(value: Any, schema: dict[str, Any], where: str = "answer") -
         problems.append(f"{where}: must be {schema['const']!r}")
     if isinstance(value, list):
         if len(value) < schema.get("minItems", 0):
-            problems.append(f"{where}: give at least {schema['minItems']} items")
+            choices = (schema.get("items") or {}).get("enum")
+            # The allowed values named: a model told only "at least 1" repeats its answer at T=0.
+            offered = f"; choose from {_listed(choices)}" if choices else ""
+            problems.append(f"{where}: give at least {schema['minItems']} items{offered}")
         if "maxItems" in schema and len(value) > schema["maxItems"]:
             problems.append(f"{where}: give at most {schema['maxItems']} items")
         for i, item in enumerate(value):

@@ -126,6 +126,10 @@ class ModelCalled(_Event):
     attempts: int = 1
     model_id: str = ""
     text: str = ""
+    raw_text: str = ""
+    """The reply as sent where the adapter rewrote ``text`` ("" when it did not)."""
+    adapted: list[str] = Field(default_factory=list)
+    """The grammar's cuts made to an answer decoded without a grammar (``models.grammar_cut``)."""
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
     parse_ok: bool = True
     cache_hit: bool = False

@@ -143,6 +143,11 @@ class ModelResponse(BaseModel):
     """False when the provider's output could not be parsed into a text or an action."""
     cache_hit: bool = False
     """Served from the model-call cache (usage is what the original call spent)."""
+    raw_text: str = ""
+    """The reply as the endpoint sent it, where the adapter rewrote ``text`` ("" when it did not):
+    an answer read out of fenced text or a tool call, or cut to its grammar (``adapted``)."""
+    adapted: list[str] = Field(default_factory=list)
+    """The cuts the adapter made to an answer decoded without its grammar, one note each."""
 
 
 class Span(NamedTuple):

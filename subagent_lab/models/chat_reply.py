@@ -14,6 +14,7 @@ from typing import Any
 from subagent_lab.core.context import estimate_messages, estimate_text
 from subagent_lab.core.types import ModelRequest, ModelResponse, ToolCall, Usage
 from subagent_lab.models.actions import decoding_schema, parse_action
+from subagent_lab.models.grammar_cut import cut_answer
 from subagent_lab.models.json_reply import extract_json_object, loads_bounded
 from subagent_lab.models.strict_schema import ANSWER_TOOL, drop_nulls
 
@@ -75,38 +76,55 @@ def parse_reply(
         response.tool_calls = calls
         return response
     if request.phase == "final" and native and request.final_schema:
-        answer = answer_call(message, request.final_schema)
-        if answer is not None:
-            response.text = answer
-            return response
-        # An endpoint that ignores the forced tool choice (llama-server reads a named function as
-        # "auto") answers in text; the one object in it is the call's arguments, fenced or not.
-        # The contract check still judges every field of it.
-        value = extract_json_object(response.text)
+        schema = decoding_schema(request.final_schema)
+        value = answer_value(message, schema)
+        if value is None:
+            # An endpoint that ignores the forced tool choice (llama-server reads a named function
+            # as "auto") answers in text; the one object in it is the call's arguments, fenced or
+            # not. The contract check still judges every field of it.
+            found = extract_json_object(response.text)
+            value = None if found is None else drop_nulls(found, schema)
         if value is not None:
-            response.text = json.dumps(
-                drop_nulls(value, decoding_schema(request.final_schema)), ensure_ascii=False
-            )
+            _answer(response, value, schema)
         return response
     if request.phase == "final":
         value = extract_json_object(response.text)
         if value is not None and set(value) == {"final"} and isinstance(value["final"], dict):
             response.text = json.dumps(value["final"], ensure_ascii=False)  # the earlier wrapper
+        elif value is not None and request.final_schema:
+            cut, notes = cut_answer(value, decoding_schema(request.final_schema))
+            if notes:  # an answer decoded without its grammar: the grammar's cuts, noted
+                response.raw_text, response.adapted = response.text, notes
+                response.text = json.dumps(cut, ensure_ascii=False)
         return response
     return parse_action_reply(response)
 
 
-def answer_call(message: Any, schema: dict[str, Any]) -> str | None:
-    """The answer a ``final_answer`` tool call carries, as JSON text (None without one)."""
+def answer_value(message: Any, schema: dict[str, Any]) -> Any:
+    """The answer a ``final_answer`` tool call carries, its nulls dropped (None without one; its
+    arguments as text when they are not JSON: the contract check says what is wrong with them)."""
     for call in (message.tool_calls if message is not None else None) or []:
         if call.function.name != ANSWER_TOOL:
             continue
         try:
-            args = loads_bounded(call.function.arguments or "{}")
+            return drop_nulls(loads_bounded(call.function.arguments or "{}"), schema)
         except ValueError:
-            return str(call.function.arguments)  # the contract check says what is wrong with it
-        return json.dumps(drop_nulls(args, decoding_schema(schema)), ensure_ascii=False)
+            return str(call.function.arguments)
     return None
+
+
+def _answer(response: ModelResponse, value: Any, schema: dict[str, Any]) -> None:
+    """``response.text`` set to the answer ``value`` as JSON, cut where its grammar would have cut
+    it (``grammar_cut``); the text as sent is kept when it changed."""
+    if isinstance(value, str):
+        response.raw_text, response.text = response.text, value
+        return
+    cut, notes = cut_answer(value, schema)
+    answer = json.dumps(cut, ensure_ascii=False)
+    sent = response.text if response.text.strip() else json.dumps(value, ensure_ascii=False)
+    if sent != answer:  # text around the object, or the grammar's cuts: keep what came
+        response.raw_text = sent
+    response.text, response.adapted = answer, notes
 
 
 def parse_action_reply(response: ModelResponse) -> ModelResponse:

@@ -37,7 +37,7 @@ from subagent_lab.experiments.spec import SweepSpec
 from subagent_lab.experiments.sweep import run_sweep
 
 NATIVE = {"tool_protocol": "native", "constrain_output": False}
-"""What a native-tool endpoint without a grammar is configured as (docs/endpoints.md)."""
+"""What a native-tool endpoint without a grammar is configured as (docs/design.md, grammar aids)."""
 
 
 def native_config(source: Path, into: Path) -> Path:

@@ -194,3 +194,27 @@ def test_an_answer_decoded_without_a_grammar_is_cut_where_the_grammar_would_cut_
     assert any("kept 'app/auth.py:4'" in note for note in final_call["adapted"])
     assert any("kept the first" in note for note in final_call["adapted"])
     assert "def login(user, password)" in final_call["raw_text"]
+
+
+def test_an_answer_written_as_the_turns_text_is_read_without_a_repair(
+    config: LabConfig, workspace: Path, tmp_path: Path
+) -> None:
+    """Main on llama-server's native path answers a working turn in fenced text instead of calling
+    ``finish``: the loop judges such text as the answer, so it is read as the final phase reads it."""
+    model = config.models["light"].model  # type: ignore[union-attr]
+    answer = {
+        "status": "completed",
+        "summary": "login is defined in app/auth.py.",
+        "findings": ["login calls check_password"],
+        "evidence": ["app/auth.py:4"],
+    }
+    fenced = "```json\n" + json.dumps(answer, indent=2) + "\n```"
+    replies = [
+        {**chat(None, tool_calls=[native_call("Grep", {"pattern": "def login"})], finish_reason="tool_calls"),
+         "model": model},
+        {**chat(fenced), "model": model},
+    ]  # fmt: skip
+    result, _ = _launch(config, workspace, tmp_path, StrictEndpoint(replies))
+    assert result.terminal_reason == "completed", result.detail
+    assert result.repairs_used == 0
+    assert result.contract is not None and result.contract["evidence"] == ["app/auth.py:4"]

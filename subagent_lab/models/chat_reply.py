@@ -74,6 +74,13 @@ def parse_reply(
                 )
             )
         response.tool_calls = calls
+        if not calls and request.final_schema:
+            # An answer written as the turn's text instead of a tool call (main on llama-server,
+            # fenced): the loop judges text as the answer, so it is read as the final phase reads it.
+            found = extract_json_object(text)
+            if found is not None and parse_action(found) is None:
+                schema = decoding_schema(request.final_schema)
+                _answer(response, drop_nulls(found, schema), schema)
         return response
     if request.phase == "final" and native and request.final_schema:
         schema = decoding_schema(request.final_schema)

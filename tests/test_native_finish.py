@@ -218,3 +218,43 @@ def test_an_answer_written_as_the_turns_text_is_read_without_a_repair(
     assert result.terminal_reason == "completed", result.detail
     assert result.repairs_used == 0
     assert result.contract is not None and result.contract["evidence"] == ["app/auth.py:4"]
+
+
+def test_a_turn_of_prose_or_an_action_in_text_is_read_as_that_action(
+    config: LabConfig, workspace: Path, tmp_path: Path
+) -> None:
+    """A working turn with no tool call: an action written as JSON text runs as that call, and a
+    word such as "Finish." ends the working phase as ``finish`` does, so the answer is asked for
+    with the final prompt instead of a repair of prose."""
+    model = config.models["light"].model  # type: ignore[union-attr]
+    answer = {"status": "completed", "summary": "login is in app/auth.py.", "evidence": ["app/auth.py:4"]}
+    replies = [
+        {**chat('{"name": "Grep", "arguments": {"pattern": "def login"}}'), "model": model},
+        {**chat("Finish."), "model": model},
+        {**chat(None, tool_calls=[native_call("final_answer", answer, "c-3")], finish_reason="tool_calls"),
+         "model": model},
+    ]  # fmt: skip
+    result, server = _launch(config, workspace, tmp_path, StrictEndpoint(replies))
+    assert result.terminal_reason == "completed", result.detail
+    assert result.repairs_used == 0
+    assert result.contract is not None and result.contract["evidence"] == ["app/auth.py:4"]
+    events = [json.loads(line) for trace in (tmp_path / "runs").rglob("*.jsonl") for line in trace.open()]
+    assert [e["tool"] for e in events if e["kind"] == "tool_started"] == ["Grep"]
+    assert server.requests[-1].body["tool_choice"]["function"]["name"] == "final_answer"
+
+
+def test_an_object_inside_a_cut_off_answer_is_not_taken_for_the_answer() -> None:
+    from types import SimpleNamespace
+
+    from subagent_lab.core.types import Message, ModelRequest
+    from subagent_lab.models.chat_reply import parse_reply
+
+    text = '```\n{\n "status": "completed",\n "findings": [\n  {"path": "a.py", "line": 4, "f": "login"}'
+    message = SimpleNamespace(content=text, tool_calls=None)
+    raw = SimpleNamespace(choices=[SimpleNamespace(message=message, finish_reason="stop")], usage=None, model="m")
+    request = ModelRequest(
+        messages=[Message(role="user", content="task")], phase="act", max_tokens=160,
+        final_schema=contract_schema("ExploreResult"),
+    )  # fmt: skip
+    response = parse_reply(raw, request, model="m", native=True, attempts=1, latency=0.0)
+    assert response.text == text and response.tool_calls == []  # judged as it came: the contract says why

@@ -12,6 +12,7 @@ import uuid
 from typing import Any
 
 from subagent_lab.core.context import estimate_messages, estimate_text
+from subagent_lab.core.policy import FINISH
 from subagent_lab.core.types import ModelRequest, ModelResponse, ToolCall, Usage
 from subagent_lab.models.actions import decoding_schema, parse_action
 from subagent_lab.models.grammar_cut import cut_answer
@@ -74,13 +75,8 @@ def parse_reply(
                 )
             )
         response.tool_calls = calls
-        if not calls and request.final_schema:
-            # An answer written as the turn's text instead of a tool call (main on llama-server,
-            # fenced): the loop judges text as the answer, so it is read as the final phase reads it.
-            found = extract_json_object(text)
-            if found is not None and parse_action(found) is None:
-                schema = decoding_schema(request.final_schema)
-                _answer(response, drop_nulls(found, schema), schema)
+        if not calls and response.finish_reason != "length":  # a cut reply is retried as it is
+            text_turn(response, request)
         return response
     if request.phase == "final" and native and request.final_schema:
         schema = decoding_schema(request.final_schema)
@@ -105,6 +101,36 @@ def parse_reply(
                 response.text = json.dumps(cut, ensure_ascii=False)
         return response
     return parse_action_reply(response)
+
+
+def text_turn(response: ModelResponse, request: ModelRequest) -> None:
+    """A native working turn that called no tool, read for what it is (``response`` updated).
+
+    Main on llama-server writes its answer as the turn's text (fenced), an action as a JSON object,
+    or a word such as "Finish.". The loop judges a turn's text as the answer, so an answer-shaped
+    object is read as the final phase reads it (``_answer``); an action object becomes that tool
+    call, as on the JSON protocol; text with no object at all is the turn ending without an action,
+    read as ``finish`` (where the menu offers it), so the answer is asked for with the final prompt
+    rather than a repair of prose.
+    """
+    found = extract_json_object(response.text)
+    schema = decoding_schema(request.final_schema) if request.final_schema else None
+    action = parse_action(found) if found is not None else None
+    if action is not None:
+        name, args, thought = action
+        response.tool_calls = [ToolCall(id=f"call-{uuid.uuid4().hex[:8]}", name=name, arguments=args)]
+        response.raw_text, response.text = response.text, thought
+    elif found is not None and schema is not None and _answer_shaped(found, schema):
+        _answer(response, drop_nulls(found, schema), schema)
+    elif found is None and response.text.strip() and FINISH in (request.allowed_tools or [FINISH]):
+        response.tool_calls = [ToolCall(id=f"call-{uuid.uuid4().hex[:8]}", name=FINISH, arguments={})]
+
+
+def _answer_shaped(value: dict[str, Any], schema: dict[str, Any]) -> bool:
+    """Whether ``value`` is an answer's object: only the schema's properties, a required one among
+    them (an object nested in a cut-off answer, ``{"path": ..., "line": ...}``, is not)."""
+    props = set(schema.get("properties") or {})
+    return bool(value) and set(value) <= props and bool(set(value) & set(schema.get("required") or props))
 
 
 def answer_value(message: Any, schema: dict[str, Any]) -> Any:

@@ -251,7 +251,8 @@ def test_an_object_inside_a_cut_off_answer_is_not_taken_for_the_answer() -> None
 
     text = '```\n{\n "status": "completed",\n "findings": [\n  {"path": "a.py", "line": 4, "f": "login"}'
     message = SimpleNamespace(content=text, tool_calls=None)
-    raw = SimpleNamespace(choices=[SimpleNamespace(message=message, finish_reason="stop")], usage=None, model="m")
+    choice = SimpleNamespace(message=message, finish_reason="stop")
+    raw = SimpleNamespace(choices=[choice], usage=None, model="m")
     request = ModelRequest(
         messages=[Message(role="user", content="task")], phase="act", max_tokens=160,
         final_schema=contract_schema("ExploreResult"),

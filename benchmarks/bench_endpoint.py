@@ -15,7 +15,7 @@ changed, written with the prompts it names into a temporary directory (written o
 ``--keep`` for inspection).
 
     .venv/bin/python benchmarks/bench_endpoint.py [--paths grammar,native] [--models light,main]
-        [--split dev] [--tasks smoke] [--save benchmarks/results/endpoint-native.csv] [--from CSV]
+        [--split dev] [--tasks smoke] [--save benchmarks/results/endpoint-native.csv] [--from CSV[,CSV]]
 """
 
 from __future__ import annotations
@@ -61,10 +61,12 @@ def native_config(source: Path, into: Path) -> Path:
 def summary(df: pd.DataFrame) -> pd.DataFrame:
     """One line per (path, model): what ended how, contract validity, aids as grammar or check."""
     lines = []
-    for (path, model), part in df.groupby(["path", "model_choice"], sort=False):
+    keys = ["path", "model_choice", "code_version"] if "code_version" in df else ["path", "model_choice"]
+    for key, part in df.groupby(keys, sort=False):
+        path, model = key[0], key[1]
         reasons = part["terminal_reason"].value_counts().to_dict()
         lines.append({
-            "path": path, "model": model, "runs": len(part),
+            "path": path, "model": model, "code": str(key[2])[:7] if len(key) > 2 else "", "runs": len(part),
             "ended": ", ".join(f"{k} {v}" for k, v in reasons.items()),
             "contract valid": f"{int(part['contract_valid'].astype(bool).sum())}/{len(part)}",
             "repairs": int(part["repairs_used"].sum()),
@@ -99,8 +101,8 @@ def main() -> int:
     parser.add_argument("--keep", default=None, help="write the native configuration into this directory")
     parser.add_argument("--from", dest="source", default=None, help="print the table of a saved CSV")
     args = parser.parse_args()
-    if args.source:
-        print(_table(pd.read_csv(args.source)))
+    if args.source:  # one CSV or several, comma-separated: a line per path, model and code version
+        print(_table(pd.concat([pd.read_csv(p) for p in args.source.split(",")], ignore_index=True)))
         return 0
     source = default_config_path()
     frames = []

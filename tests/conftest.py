@@ -193,7 +193,7 @@ def rg_list_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[object, ...]]:
 
     def counted(*args: Any) -> tuple[list[str], bool]:
         calls.append(args)
-        return real(*args)  # type: ignore[arg-type]
+        return real(*args)
 
     monkeypatch.setattr(rg_listing, "_rg_list", counted)
     return calls

@@ -1,18 +1,21 @@
-"""A directory Grep's listing taken from its own descriptor walk (``tools.rg_rules``,
-``rg_listing.walk_listing``) is rg's listing whenever it is used: checked against ``rg --files``
-on generated trees, ignore files and globs, and on the shapes real packages ship."""
+"""A directory Grep's listing taken from its own descriptor walk (``rg_listing.walk_listing``, with
+the ignore files evaluated by ``tools.rg_ignore`` and, outside its subset, ``tools.rg_rules``) is
+rg's listing whenever it is used: checked against ``rg --files`` on generated trees whose ignore
+files exclude, re-include and nest, on rg's precedence between files, and on the shapes real
+packages ship."""
 
 from __future__ import annotations
 
 import os
 import random
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from subagent_lab.tools import rg, rg_listing, rg_rules
+from subagent_lab.tools import rg, rg_ignore, rg_listing, rg_rules
 from subagent_lab.tools.rg import search
 from subagent_lab.workspace.sandbox import Workspace
 
@@ -79,6 +82,7 @@ PACKAGE = {
         ("no//thing\n", True),  # outside the exact subset, but it can match nothing here
         ("[!x]ore.py\n", False),  # a negated class is left to rg (rg's can match /)
         ("*.{md,txt}\n", False),  # alternation
+        ("src[.-_]pkg\n", False),  # rg's range matches the / of src/pkg
         ("\ufeffREADME.md\n", False),  # a byte-order mark
     ],
 )
@@ -246,3 +250,19 @@ def test_on_generated_trees_the_walk_lists_what_rg_lists_and_answers_most(tmp_pa
                 assert walked == listed, files
     assert answered >= 0.9 * pairs, (answered, pairs)
     assert excluding >= 0.5 * count, (excluding, count)
+
+
+def test_ignore_globs_are_matched_without_repetition() -> None:
+    """Linear matching: every compiled piece is fixed-length (escaped literals, ``.``, classes),
+    the stars and ``**`` being handled by the left-to-right search around them."""
+    parsed = rg_ignore.parse(b"*.py[cod]\na*b?c*d\n**/x/**/y*z\n!*$py.class\n[a-c]*[0-9]\n")
+    assert parsed is not None and len(parsed.rules) == 5
+    sources = [
+        piece.pattern
+        for rule in parsed.rules
+        for run in rule.runs
+        for segment in run
+        if isinstance(segment, rg_rules.Pieces)
+        for piece in segment.pieces
+    ]
+    assert sources and all(re.search(rb"(?<!\\)[*+?{]", source) is None for source in sources)

@@ -87,8 +87,8 @@ def _segment(text: bytes) -> tuple[Segment, bytes | None]:
             klass = _CLASS.match(text, i)
             if klass is None:
                 raise Refused("a class outside the subset")
-            if any(r[0] > r[2] for r in re.findall(rb".-.", klass.group(1))):
-                raise Refused("a reversed range")
+            if any(r[0] > r[2] or r[0] <= ord("/") <= r[2] for r in re.findall(rb".-.", klass.group(1))):
+                raise Refused("a reversed range, or one holding /")  # rg's class can match /
             source, size, plain, wild = source + klass.group(), size + 1, False, True
             i = klass.end()
         else:

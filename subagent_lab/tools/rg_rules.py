@@ -84,8 +84,8 @@ def _segment(segment: bytes) -> Pieces:
             i += 2
         elif char == b"[":
             klass = _CLASS.match(segment, i)
-            if klass is None:  # negated, unusual or unclosed: not parsed here
-                return _ANY
+            if klass is None or re.search(rb"[-.]-[^-.]", klass.group(1)):
+                return _ANY  # negated, unusual, unclosed, or a range holding / (rg's class matches /)
             current += b"[" + klass.group(1) + b"]"
             size += 1
             i = klass.end()

@@ -132,6 +132,16 @@ def test_precedence_and_syntax_as_rg_reads_them(tmp_path: Path, files: dict[str,
     assert walked == listed
 
 
+@pytest.mark.parametrize("odd", ["!", "/", "!/"])
+def test_an_empty_glob_in_a_file_outside_the_subset_is_not_taken_as_inert(tmp_path: Path, odd: str) -> None:
+    """rg reads a lone ``!`` as re-including everything: a file holding one decides entries that
+    another file excludes (here the .gitignore's README.md, re-included by the .rgignore)."""
+    root = _write(tmp_path / "ws", {**PACKAGE, ".gitignore": "*.md\n", ".rgignore": f"{odd}\n"})
+    walked, listed = _both(root)
+    assert ("README.md" in listed) == (odd == "!")  # the expectation checks rg itself
+    assert walked is None
+
+
 def test_an_ignore_file_that_is_not_utf8_is_left_to_rg(tmp_path: Path) -> None:
     root = _write(tmp_path / "ws", PACKAGE)
     (root / ".ignore").write_bytes(b"\xffnothing\n")
@@ -205,14 +215,15 @@ WHERE = ["", "a/", "ab/", "d.egg-info/", "ab/a/", "b/"]
 KIND = [".gitignore", ".ignore", ".rgignore", ".git/info/exclude"]
 
 
-def _tree(rng: random.Random) -> dict[str, str]:
-    """Files, and ignore files that exclude some of them (and re-include, anchor, nest)."""
+def _tree(rng: random.Random, odd: float = 0.01) -> dict[str, str]:
+    """Files, and ignore files that exclude some of them (and re-include, anchor, nest); a line
+    is from ``ODD`` with probability ``odd``."""
     files: dict[str, str] = {}
     for _ in range(rng.randint(1, 14)):
         parts = [rng.choice(DIRS) for _ in range(rng.randint(0, 3))]
         files["/".join([*parts, rng.choice(FILES)])] = "x\n"
     for _ in range(rng.randint(1, 4)):
-        lines = [rng.choice(ODD if rng.random() < 0.01 else LINES) for _ in range(rng.randint(1, 5))]
+        lines = [rng.choice(ODD if rng.random() < odd else LINES) for _ in range(rng.randint(1, 5))]
         files[rng.choice(WHERE) + rng.choice(KIND)] = "\n".join(lines) + "\n"
     return files
 

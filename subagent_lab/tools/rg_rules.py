@@ -129,6 +129,7 @@ class Rules:
         negation ``!x`` as ``x``: what it re-includes is decided by this file too)."""
         if line.startswith("#"):
             return
+        negated = line.startswith("!")
         line = line.removeprefix("!")
         widened = False
         if not line.endswith("\\ "):
@@ -136,11 +137,16 @@ class Rules:
             widened = any(c in "\x1c\x1d\x1e\x1f" for c in line[len(trimmed) :])
             line = trimmed
         if not line and not widened:
+            if negated:  # rg reads a lone ``!`` as re-including everything
+                self.wild.append((None, _ANY))
             return
         anchored = line.startswith("/")
         body = line.removeprefix("/")
         if body.endswith("/"):  # directories only: widened to any entry
             body = body[:-1].removesuffix("\\")
+        if not body:  # ``/``, ``!/``: an empty glob, read as anything
+            self.wild.append((None, _ANY))
+            return
         anchored = anchored or "/" in body
         raw = body.encode("utf-8", "surrogateescape") + (b"*" if widened else b"")
         segments = raw.split(b"/")

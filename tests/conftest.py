@@ -180,3 +180,20 @@ def config_path(tmp_path: Path) -> str:
     path = tmp_path / "profiles.yaml"
     path.write_text(yaml.safe_dump(raw))
     return str(path)
+
+
+@pytest.fixture
+def rg_list_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[object, ...]]:
+    """Every ``rg --files`` a directory Grep starts (``tools.rg_listing._rg_list``), recorded as its
+    arguments; rg still runs."""
+    from subagent_lab.tools import rg_listing
+
+    calls: list[tuple[object, ...]] = []
+    real = rg_listing._rg_list
+
+    def counted(*args: Any) -> tuple[list[str], bool]:
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(rg_listing, "_rg_list", counted)
+    return calls

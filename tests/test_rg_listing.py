@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -40,24 +39,17 @@ def tree(tmp_path: Path) -> Path:
     return root
 
 
-def test_a_second_search_is_served_from_the_kept_listing(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_second_search_is_served_from_the_kept_listing(tree: Path, rg_list_calls: list[object]) -> None:
     ws = Workspace(tree)
-    (tree / ".gitignore").write_text("*.log\n")
-    (tree / "debug.log").write_text("needle\n")  # the ignore file excludes something: rg lists
+    (tree / ".gitignore").write_text("*.{log,tmp}\n")  # alternation: only rg evaluates it
+    (tree / "debug.log").write_text("needle\n")  # and it excludes something: rg lists
     assert _files(ws) == ["b.txt", "pkg/a.py"]
-    calls: list[object] = []
-    real = rg_listing._rg_list
-
-    def counted(*args: Any) -> tuple[list[str], bool]:
-        calls.append(args)
-        return real(*args)
-
-    monkeypatch.setattr(rg_listing, "_rg_list", counted)
+    assert len(rg_list_calls) == 1
     assert _files(ws) == ["b.txt", "pkg/a.py"]
-    assert calls == []  # nothing changed: rg did not list again
+    assert len(rg_list_calls) == 1  # nothing changed: rg did not list again
     (tree / "pkg" / "c.py").write_text("needle\n")
     assert _files(ws) == ["b.txt", "pkg/a.py", "pkg/c.py"]
-    assert len(calls) == 1
+    assert len(rg_list_calls) == 2
 
 
 @pytest.mark.parametrize(
@@ -74,9 +66,10 @@ def test_a_second_search_is_served_from_the_kept_listing(tree: Path, monkeypatch
         "file swapped for a link",
     ],
 )
-def test_every_change_that_alters_the_listing_is_seen(tree: Path, change: str) -> None:
+@pytest.mark.parametrize("rules", ["*.log\n", "*.{log,tmp}\n"])  # the walk lists; rg lists
+def test_every_change_that_alters_the_listing_is_seen(tree: Path, change: str, rules: str) -> None:
     ws = Workspace(tree)
-    (tree / ".gitignore").write_text("*.log\n")
+    (tree / ".gitignore").write_text(rules)
     (tree / ".git" / "info").mkdir(parents=True)
     assert _files(ws) == ["b.txt", "pkg/a.py"]
     if change == "new file in an empty directory":

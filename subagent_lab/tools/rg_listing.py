@@ -10,8 +10,10 @@ one descriptor per level), and given again while the signature matches. A signat
 taken where it is exact and cheap: no ignore file that is a link or too large, no unreadable
 directory, at most ``MAX_SIGNED_ENTRIES`` entries; otherwise rg lists every time.
 
-Where the tree's ignore files exclude nothing and the caller's glob is plain (``rg_rules``), the
-signature walk's own view is the listing and no rg is started (``walk_listing``).
+Where the caller's glob is plain and the tree's ignore files are within the subset that
+``rg_ignore`` evaluates exactly as rg does (or, outside it, provably decide nothing there:
+``rg_rules``), the signature walk's own view gives the listing and no rg is started
+(``walk_listing``).
 
 A listing is names only: every file in it is still opened component by component through
 descriptors (``rg_files.open_listed``), so a stale or raced listing can only miss or skip a
@@ -28,9 +30,8 @@ import subprocess
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
 
-from subagent_lab.tools import rg, rg_rules
+from subagent_lab.tools import rg, rg_ignore, rg_rules
 from subagent_lab.workspace.sandbox import DEFAULT_IGNORED_DIRS, Workspace
 
 MAX_LISTING = 64 * 1024 * 1024
@@ -126,7 +127,8 @@ class _Dir:
     def __init__(self, entries: list[tuple[str, str]]) -> None:
         self.entries = entries
         self.children: dict[str, _Dir] = {}
-        self.ignore_files: list[bytes] = []
+        self.ignore_files: list[tuple[str, bytes]] = []
+        """(name, bytes): ``.gitignore``, ``.ignore``, ``.rgignore``, or ``.git`` for its exclude file."""
 
 
 def _sign_dir(fd: int, rel: str, digest: hashlib.blake2b, counted: list[int], depth: int) -> _Dir:
@@ -158,7 +160,7 @@ def _sign_dir(fd: int, rel: str, digest: hashlib.blake2b, counted: list[int], de
         else:
             continue
         digest.update(_sized(data))
-        node.ignore_files.append(data)
+        node.ignore_files.append((name, data))
     for name, kind in listing:
         if kind != "d" or name in DEFAULT_IGNORED_DIRS:
             continue  # rg's walk never enters these (``--glob '!name/'``)
@@ -212,41 +214,63 @@ def _walked(key: tuple[object, ...], dir_fd: int) -> tuple[bytes, _Dir] | None:
         return None
 
 
-class _NotInert(Exception):
-    """An ignore file may exclude something: rg must list."""
+_Widened = tuple[rg_rules.Rules, int]
+"""An ignore file outside ``rg_ignore``'s subset, widened, with the depth of its directory."""
 
 
-def walk_listing(tree: _Dir, passes: Callable[[bytes], bool] | None, ignore_files: bool) -> list[str] | None:
-    """What ``rg --files`` lists of the walked ``tree`` when its ignore files exclude nothing
-    (``rg_rules``), with the caller's glob applied by ``passes``; None when they may exclude
-    something. ``passes``: None for every file; ``ignore_files``: whether rg reads them
-    (``--no-ignore`` when not)."""
+class _Refused(Exception):
+    """An ignore file neither evaluated exactly nor shown to decide nothing: rg must list."""
+
+
+def walk_listing(tree: _Dir, glob: str | None, ignore_files: bool) -> list[str] | None:
+    """What ``rg --files`` lists of the walked ``tree`` with the caller's ``glob``; None when the
+    glob is not plain or an ignore file is outside what ``rg_ignore`` evaluates and may decide
+    something (``rg_rules``). ``ignore_files``: whether rg reads them (``--no-ignore`` when not).
+
+    rg's ``--glob`` comes before the ignore files: an entry whose name it matches is listed (a
+    file) or entered (a directory) whatever they say, a file it does not match is left out."""
+    passes = rg_rules.glob_filter(glob) if glob else None
+    if glob and passes is None:
+        return None
     files: list[str] = []
+    parts: list[bytes] = []
 
-    def visit(node: _Dir, prefix: str, depth: int, active: list[tuple[rg_rules.Rules, int]]) -> None:
+    def visit(node: _Dir, prefix: str, active: rg_ignore.Active, widened: list[_Widened]) -> None:
+        depth = len(parts)
         if ignore_files:
-            for data in node.ignore_files:
+            for kind, data in node.ignore_files:
+                exact = rg_ignore.parse(data)
+                if exact is not None:
+                    if exact:
+                        active = rg_ignore.with_file(active, kind, depth, exact)
+                    continue
                 rules = rg_rules.parse(data)
                 if rules is None:
-                    raise _NotInert
+                    raise _Refused
                 if rules:
-                    active = [*active, (rules, depth)]
-        ignored = rg_rules.checker(active, depth + 1) if active else None
+                    widened = [*widened, (rules, depth)]
+        undecided = rg_rules.checker(widened, depth + 1) if widened else None
+        parts.append(b"")
         for name, kind in node.entries:
+            if kind != "f" and (kind != "d" or name not in node.children):
+                continue
+            encoded = parts[-1] = name.encode("utf-8", "surrogateescape")
+            if undecided is not None and undecided(encoded):
+                raise _Refused
+            if passes is not None and not passes(encoded):
+                if kind == "f" or (active and rg_ignore.ignored(active, parts, True)):
+                    continue
+            elif passes is None and active and rg_ignore.ignored(active, parts, kind == "d"):
+                continue
             if kind == "f":
-                encoded = name.encode("utf-8", "surrogateescape")
-                if ignored is not None and ignored(encoded):
-                    raise _NotInert
-                if passes is None or passes(encoded):
-                    files.append(prefix + name)
-            elif kind == "d" and name in node.children:
-                if ignored is not None and ignored(name.encode("utf-8", "surrogateescape")):
-                    raise _NotInert
-                visit(node.children[name], f"{prefix}{name}/", depth + 1, active)
+                files.append(prefix + name)
+            else:
+                visit(node.children[name], f"{prefix}{name}/", active, widened)
+        parts.pop()
 
     try:
-        visit(tree, "", 0, [])
-    except _NotInert:
+        visit(tree, "", [], [])
+    except _Refused:
         return None
     return files
 
@@ -282,7 +306,7 @@ def list_files(ws: Workspace, pinned_fd: int, glob: str | None, deadline: float)
     Secrets are left to ``Workspace.is_secret`` (the caller's): the rule every search hit gets,
     without ~90 globs for rg to compile on every call. No ``--max-filesize``: a file's size is
     checked when it is opened, so the listing depends on names only. The signature walk's own
-    view gives the listing where ``rg_rules`` shows it is rg's: then no rg is started."""
+    view gives the listing where ``walk_listing`` can give rg's: then no rg is started."""
     args = [rg._rg_binary(), "--files", "--null", "--no-config", "--no-follow", "--hidden"]
     args += [*rg.walk_filters(ws, glob, secrets=False), "--", "."]
     info = os.fstat(pinned_fd)
@@ -296,12 +320,10 @@ def list_files(ws: Workspace, pinned_fd: int, glob: str | None, deadline: float)
             if kept is not None and kept[0] == before:
                 _listings.move_to_end(key)
                 return list(kept[1])
-        passes = rg_rules.glob_filter(glob)
-        if passes is not None:
-            listed = walk_listing(tree, None if not glob else passes, ws.honour_gitignore)
-            if listed is not None:  # the walk's own view: consistent with its signature
-                _keep(key, before, listed)
-                return listed
+        listed = walk_listing(tree, glob, ws.honour_gitignore)
+        if listed is not None:  # the walk's own view: consistent with its signature
+            _keep(key, before, listed)
+            return listed
     listed, complete = _rg_list(args, pinned_fd, deadline)
     if before is None or not complete:
         return listed

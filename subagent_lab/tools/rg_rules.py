@@ -1,26 +1,21 @@
-"""What lets a directory Grep list a tree from its own descriptor walk instead of starting
-``rg --files``: ignore files that can ignore nothing there, and a caller's glob plain enough to
-apply exactly.
+"""What a directory Grep's descriptor walk (``rg_listing.walk_listing``) needs beyond the exact
+ignore rules of ``rg_ignore``: a widened reading of the ignore files ``rg_ignore`` refuses, and a
+caller's glob plain enough to apply exactly.
 
-rg's walk lists every regular file it reaches, minus what its globs and ignore files exclude.
-The exclusions of the always-skipped directories are applied by the walk itself
-(``rg_listing``); the two others are settled here:
-
-- **Ignore files** (``.gitignore``, ``.ignore``, ``.rgignore``, ``.git/info/exclude``). Their
-  gitignore globs are not evaluated exactly: each line is read as a wider rule that matches at
-  least every name the glob can match (the glob's last segment, with ``?``, negated classes,
-  escapes, trailing blanks and anything unusual widened to ``*``; the depth below the file's
-  directory kept only for an anchored glob without ``**``), and ignoring is case-folded. When no
-  rule of a file matches any directory or regular file below it, the file ignores nothing and
-  rg's listing is the walk's; when one does (or a file cannot be read as UTF-8, or has too many
-  wildcard lines to check cheaply), rg lists. A negated line (``!x``) only re-includes what
-  another line ignored, so it cannot make an inert set of files ignore anything.
-- **The caller's glob**: letters, digits, ``._+@%=,~-`` and single ``*`` (``*.py``,
-  ``test_*``), which rg matches against each file's name at any depth, byte for byte. Other
-  globs are left to rg.
+- **Widened rules** (``parse``, ``checker``): an ignore file outside ``rg_ignore``'s subset is
+  read as wider rules that match at least every name its lines can match, whether they ignore
+  or re-include (``!x`` is widened as ``x``): the glob's last segment, with ``?``, negated
+  classes, escapes, trailing blanks and anything unusual widened to ``*``; the depth below the
+  file's directory kept only for an anchored glob without ``**``; case folded. When none of them
+  matches any entry the walk reaches below the file, the file decides nothing there and the
+  other files' exact verdicts are rg's; when one does (or the file is not UTF-8, starts with a
+  byte-order mark, or has too many wildcard lines to check cheaply), rg lists.
+- **The caller's glob** (``glob_filter``): letters, digits, ``._+@%=,~-`` and single ``*``
+  (``*.py``, ``test_*``), which rg matches against each entry's name at any depth, byte for byte.
+  Other globs are left to rg.
 
 Matching is linear in the name for every rule: a glob's segment is cut at each ``*`` into
-fixed-length pieces found left to right, each a regex without repetition.
+fixed-length pieces found left to right (``Pieces``), each a regex without repetition.
 """
 
 from __future__ import annotations
@@ -38,8 +33,8 @@ _LITERAL = re.compile(rb"[^*?\[\]\\{}]*")
 
 
 @dataclass(frozen=True)
-class _Pieces:
-    """A segment cut at its stars: ``pieces[0]`` starts the name, ``pieces[-1]`` ends it, the
+class Pieces:
+    """A glob segment cut at its stars: ``pieces[0]`` starts the name, ``pieces[-1]`` ends it, the
     others come in order in between (one piece: the whole name). Each piece is a regex of fixed
     length ``sizes[i]`` (no repetition) or None for "any bytes" (an unparsed segment)."""
 
@@ -64,10 +59,10 @@ class _Pieces:
         return True
 
 
-_ANY = _Pieces((re.compile(b""), re.compile(b"")), (0, 0))
+_ANY = Pieces((re.compile(b""), re.compile(b"")), (0, 0))
 
 
-def _segment(segment: bytes) -> _Pieces:
+def _segment(segment: bytes) -> Pieces:
     """The widened matcher of one glob segment (see the module doc)."""
     if b"**" in segment or b"{" in segment or b"}" in segment:
         return _ANY  # alternation, or a ** inside a segment: anything
@@ -89,8 +84,8 @@ def _segment(segment: bytes) -> _Pieces:
             i += 2
         elif char == b"[":
             klass = _CLASS.match(segment, i)
-            if klass is None:  # negated, unusual or unclosed: not parsed here
-                return _ANY
+            if klass is None or re.search(rb"[-.]-[^-.]", klass.group(1)):
+                return _ANY  # negated, unusual, unclosed, or a range holding / (rg's class matches /)
             current += b"[" + klass.group(1) + b"]"
             size += 1
             i = klass.end()
@@ -107,7 +102,7 @@ def _segment(segment: bytes) -> _Pieces:
         compiled = tuple(re.compile(p, re.IGNORECASE | re.DOTALL) for p in pieces)
     except re.error:  # a range like [z-a]
         return _ANY
-    return _Pieces(compiled, tuple(sizes))
+    return Pieces(compiled, tuple(sizes))
 
 
 @dataclass
@@ -119,31 +114,39 @@ class Rules:
     """Plain names at any depth, lower-cased."""
     anchored: dict[int, set[bytes]] = field(default_factory=dict)
     """Plain names at one depth, lower-cased."""
-    wild: list[tuple[int | None, _Pieces]] = field(default_factory=list)
+    wild: list[tuple[int | None, Pieces]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.names or self.anchored or self.wild)
 
-    def at(self, depth: int) -> tuple[set[bytes], list[_Pieces]]:
+    def at(self, depth: int) -> tuple[set[bytes], list[Pieces]]:
         """(the plain names, the wildcard segments) that apply to entries ``depth`` levels below."""
         names = self.names | self.anchored.get(depth, set())
         return names, [pieces for at, pieces in self.wild if at is None or at == depth]
 
     def add(self, line: str) -> None:
-        """One ignore-file line, parsed as rg's gitignore reader does, then widened."""
-        if line.startswith("#") or line.startswith("!"):
-            return  # a comment; a negation only re-includes
+        """One ignore-file line, parsed as rg's gitignore reader does, then widened (a
+        negation ``!x`` as ``x``: what it re-includes is decided by this file too)."""
+        if line.startswith("#"):
+            return
+        negated = line.startswith("!")
+        line = line.removeprefix("!")
         widened = False
         if not line.endswith("\\ "):
             trimmed = line.rstrip()  # Python's blanks are rg's and four separators (\x1c-\x1f)
             widened = any(c in "\x1c\x1d\x1e\x1f" for c in line[len(trimmed) :])
             line = trimmed
         if not line and not widened:
+            if negated:  # rg reads a lone ``!`` as re-including everything
+                self.wild.append((None, _ANY))
             return
         anchored = line.startswith("/")
         body = line.removeprefix("/")
         if body.endswith("/"):  # directories only: widened to any entry
             body = body[:-1].removesuffix("\\")
+        if not body:  # ``/``, ``!/``: an empty glob, read as anything
+            self.wild.append((None, _ANY))
+            return
         anchored = anchored or "/" in body
         raw = body.encode("utf-8", "surrogateescape") + (b"*" if widened else b"")
         segments = raw.split(b"/")
@@ -160,7 +163,7 @@ def checker(rules: list[tuple[Rules, int]], depth: int) -> Callable[[bytes], boo
     """Whether a name at ``depth`` may be ignored by any of ``rules`` (each with the depth of its
     directory); None when none applies there."""
     names: set[bytes] = set()
-    wild: list[_Pieces] = []
+    wild: list[Pieces] = []
     for each, base in rules:
         more_names, more_wild = each.at(depth - base)
         names |= more_names
@@ -172,9 +175,11 @@ def checker(rules: list[tuple[Rules, int]], depth: int) -> Callable[[bytes], boo
 
 def parse(data: bytes) -> Rules | None:
     """The widened rules of one ignore file's bytes; None when they cannot be checked (not
-    UTF-8, or over ``MAX_WILDCARD_RULES`` wildcard lines)."""
+    UTF-8, a byte-order mark, or over ``MAX_WILDCARD_RULES`` wildcard lines)."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        return None  # rg versions differ on whether the mark belongs to the first line
     try:
-        text = data.decode("utf-8").removeprefix("\ufeff")
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
     rules = Rules()

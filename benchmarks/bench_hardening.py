@@ -58,8 +58,12 @@ from pathlib import Path
 from subagent_lab.core.trace import ToolFinished, TraceWriter
 from subagent_lab.tools.glob import find_paths
 from subagent_lab.tools.read import read
-from subagent_lab.tools.rg import search
 from subagent_lab.workspace.sandbox import Workspace
+
+try:
+    from subagent_lab.tools.rg_search import search
+except ImportError:  # the tree before the import circle was cut
+    from subagent_lab.tools.rg import search
 
 try:
     from subagent_lab.tools.rg_listing import clear_cache  # kept listings, since issue 39

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from subagent_lab.tools import rg_listing
-from subagent_lab.tools.rg import search
+from subagent_lab.tools.rg_search import search
 from subagent_lab.workspace.sandbox import Workspace
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from subagent_lab.tools import rg, rg_ignore, rg_listing, rg_rules
-from subagent_lab.tools.rg import search
+from subagent_lab.tools.rg_search import search
 from subagent_lab.workspace.sandbox import Workspace
 
 

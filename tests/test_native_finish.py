@@ -79,13 +79,16 @@ def test_the_contract_schema_as_it_is_breaks_strict_rules_and_the_strict_form_do
     assert strict_violations(strict_schema(schema)) == []
 
 
-def _launch(config: LabConfig, workspace: Path, tmp_path: Path, endpoint: StrictEndpoint) -> Any:
+def _launch(
+    config: LabConfig, workspace: Path, tmp_path: Path, endpoint: StrictEndpoint, *, grammar: bool = True
+) -> Any:
     with FakeOpenAI(default=endpoint) as server:
 
         def make(choice: ModelChoice, cfg: ModelConfig) -> Model:
             return OpenAIChatModel(
-                base_url=server.url, model=cfg.model, tool_protocol="native", max_retries=0, timeout_s=10
-            )
+                base_url=server.url, model=cfg.model, tool_protocol="native", max_retries=0, timeout_s=10,
+                constrain_output=grammar,
+            )  # fmt: skip
 
         launcher = SubagentLauncher(config, workspace, model_factory=make, trace_dir=tmp_path / "runs")
         return launcher.launch(SubagentRequest(task="Where is login implemented?")), server
@@ -184,7 +187,7 @@ def test_an_answer_decoded_without_a_grammar_is_cut_where_the_grammar_would_cut_
     replies = [
         {**chat(None, tool_calls=[call], finish_reason="tool_calls"), "model": model} for call in calls
     ]
-    result, _ = _launch(config, workspace, tmp_path, StrictEndpoint(replies))
+    result, _ = _launch(config, workspace, tmp_path, StrictEndpoint(replies), grammar=False)
     assert result.terminal_reason == "completed", result.detail
     assert result.repairs_used == 0
     assert result.contract is not None and result.contract["evidence"] == ["app/auth.py:4"]
@@ -259,3 +262,18 @@ def test_an_object_inside_a_cut_off_answer_is_not_taken_for_the_answer() -> None
     )  # fmt: skip
     response = parse_reply(raw, request, model="m", native=True, attempts=1, latency=0.0)
     assert response.text == text and response.tool_calls == []  # judged as it came: the contract says why
+
+
+def test_an_endpoint_that_decodes_under_the_grammar_is_taken_at_its_word(
+    config: LabConfig, workspace: Path, tmp_path: Path
+) -> None:
+    """``constrain_output: true`` says the endpoint holds the answer to its schema: nothing is cut,
+    so a breach shows as the contract check's error rather than being mended in silence."""
+    model = config.models["light"].model  # type: ignore[union-attr]
+    answer = {"status": "completed", "summary": "login.", "evidence": ["app/auth.py:4  def login(user):"]}
+    calls = [native_call("Grep", {"pattern": "def login"}), native_call("finish", {}, "call-2")]
+    calls += [native_call("final_answer", answer, f"call-{i}") for i in (3, 4, 5)]
+    replies = [{**chat(None, tool_calls=[c], finish_reason="tool_calls"), "model": model} for c in calls]
+    result, _ = _launch(config, workspace, tmp_path, StrictEndpoint(replies))
+    assert result.terminal_reason == "invalid_output"
+    assert "evidence items must look like" in result.detail

@@ -31,11 +31,20 @@ class ReplyTooLong(Exception):
 
 
 def parse_reply(
-    raw: Any, request: ModelRequest, *, model: str, native: bool, attempts: int, latency: float
+    raw: Any,
+    request: ModelRequest,
+    *,
+    model: str,
+    native: bool,
+    attempts: int,
+    latency: float,
+    grammar: bool = False,
 ) -> ModelResponse:
     """The response a chat completion ``raw`` holds for ``request``, sent to ``model``.
 
     ``native``: the tool protocol is the endpoint's own tool calls (else the JSON action protocol).
+    ``grammar``: the endpoint decodes under the request's schemas (``constrain_output``), so its
+    answers are taken as they come; without one they get the grammar's cuts (``grammar_cut``).
     """
     choice = raw.choices[0] if getattr(raw, "choices", None) else None
     message = choice.message if choice is not None else None
@@ -76,7 +85,7 @@ def parse_reply(
             )
         response.tool_calls = calls
         if not calls and response.finish_reason != "length":  # a cut reply is retried as it is
-            text_turn(response, request)
+            text_turn(response, request, grammar)
         return response
     if request.phase == "final" and native and request.final_schema:
         schema = decoding_schema(request.final_schema)
@@ -88,13 +97,13 @@ def parse_reply(
             found = extract_json_object(response.text)
             value = None if found is None else drop_nulls(found, schema)
         if value is not None:
-            _answer(response, value, schema)
+            _answer(response, value, schema, cut=not grammar)
         return response
     if request.phase == "final":
         value = extract_json_object(response.text)
         if value is not None and set(value) == {"final"} and isinstance(value["final"], dict):
             response.text = json.dumps(value["final"], ensure_ascii=False)  # the earlier wrapper
-        elif value is not None and request.final_schema:
+        elif value is not None and request.final_schema and not grammar:
             cut, notes = cut_answer(value, decoding_schema(request.final_schema))
             if notes:  # an answer decoded without its grammar: the grammar's cuts, noted
                 response.raw_text, response.adapted = response.text, notes
@@ -103,7 +112,7 @@ def parse_reply(
     return parse_action_reply(response)
 
 
-def text_turn(response: ModelResponse, request: ModelRequest) -> None:
+def text_turn(response: ModelResponse, request: ModelRequest, grammar: bool) -> None:
     """A native working turn that called no tool, read for what it is (``response`` updated).
 
     Main on llama-server writes its answer as the turn's text (fenced), an action as a JSON object,
@@ -121,7 +130,7 @@ def text_turn(response: ModelResponse, request: ModelRequest) -> None:
         response.tool_calls = [ToolCall(id=f"call-{uuid.uuid4().hex[:8]}", name=name, arguments=args)]
         response.raw_text, response.text = response.text, thought
     elif found is not None and schema is not None and _answer_shaped(found, schema):
-        _answer(response, drop_nulls(found, schema), schema)
+        _answer(response, drop_nulls(found, schema), schema, cut=not grammar)
     elif found is None and response.text.strip() and FINISH in (request.allowed_tools or [FINISH]):
         response.tool_calls = [ToolCall(id=f"call-{uuid.uuid4().hex[:8]}", name=FINISH, arguments={})]
 
@@ -146,14 +155,14 @@ def answer_value(message: Any, schema: dict[str, Any]) -> Any:
     return None
 
 
-def _answer(response: ModelResponse, value: Any, schema: dict[str, Any]) -> None:
-    """``response.text`` set to the answer ``value`` as JSON, cut where its grammar would have cut
-    it (``grammar_cut``); the text as sent is kept when it changed."""
+def _answer(response: ModelResponse, value: Any, schema: dict[str, Any], *, cut: bool) -> None:
+    """``response.text`` set to the answer ``value`` as JSON, with ``cut``: cut where its grammar
+    would have cut it (``grammar_cut``); the text as sent is kept when it changed."""
     if isinstance(value, str):
         response.raw_text, response.text = response.text, value
         return
-    cut, notes = cut_answer(value, schema)
-    answer = json.dumps(cut, ensure_ascii=False)
+    fitted, notes = cut_answer(value, schema) if cut else (value, [])
+    answer = json.dumps(fitted, ensure_ascii=False)
     sent = response.text if response.text.strip() else json.dumps(value, ensure_ascii=False)
     if sent != answer:  # text around the object, or the grammar's cuts: keep what came
         response.raw_text = sent

@@ -251,6 +251,7 @@ class OpenAIChatModel:
                     native=self.tool_protocol == "native",
                     attempts=attempt,
                     latency=time.monotonic() - started,
+                    grammar=self.constrain_output,
                 )
                 response.spent_attempts = spent
                 return response

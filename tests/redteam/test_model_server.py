@@ -198,8 +198,8 @@ SCENARIOS: dict[str, Scenario] = {
     "same-call-forced-finish": Scenario(
         [], "invalid_output", 5, default=GREP, overrides={"finish_after_stale": 1}, usage=5 * PER_CALL
     ),
-    # The JSON action protocol extracts the object from fences or prose (models run unconstrained
-    # too); the contract check itself stays strict, as native-fenced-contract shows.
+    # Both protocols extract the one object from fences or prose (models run unconstrained too);
+    # the contract check itself stays strict: every field is judged.
     "fenced-contract": Scenario([GREP, ok("```json\n" + json.dumps(GOOD) + "\n```")], "completed", 2),
     "invented-evidence-accepted": Scenario([GREP, ok(answer(INVENTED))], "completed", 2),
     "invented-evidence-required": Scenario(
@@ -298,10 +298,12 @@ SCENARIOS: dict[str, Scenario] = {
         "model_error",
         2,
     ),
+    # A native working turn that answers in text instead of a tool call: its one answer object is
+    # read, as the native final phase reads an answer from text (a server ignoring tool_choice).
     "native-fenced-contract": Scenario(
-        [ok("Here you go:\n```json\n" + json.dumps(GOOD) + "\n```"), ok(json.dumps(GOOD))],
+        [ok("Here you go:\n```json\n" + json.dumps(GOOD) + "\n```")],
         "completed",
-        2,
+        1,
         protocol="native",
     ),
 }
@@ -396,4 +398,4 @@ def test_hostile_server(name: str, config: LabConfig, workspace: Path, tmp_path:
     elif name == "native-surrogate-arguments":
         assert finished["c1"].status == "error" and "does not exist" in finished["c1"].text
     elif name == "native-fenced-contract":
-        assert result.repairs_used == 1
+        assert result.repairs_used == 0 and result.contract == GOOD

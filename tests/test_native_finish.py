@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from redteam.support import FakeOpenAI, Reply, chat, native_call
 
 from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
@@ -124,31 +125,6 @@ def test_a_native_endpoint_gets_the_answer_through_a_strict_finish_tool(
     assert set(tool["function"]["parameters"]["required"]) == set(answer)
 
 
-def test_an_endpoint_that_ignores_the_forced_finish_tool_answers_in_text_and_is_read(
-    config: LabConfig, workspace: Path, tmp_path: Path
-) -> None:
-    """llama-server reads a named ``tool_choice`` as "auto": the answer comes back as fenced text
-    with no tool call. Its one object is the answer (the contract still checks it), not a repair."""
-    model = config.models["light"].model  # type: ignore[union-attr]
-    answer = {
-        "status": "completed",
-        "summary": "login is defined in app/auth.py.",
-        "findings": ["login calls check_password"],
-        "evidence": ["app/auth.py:4"],
-        "unresolved_questions": None,
-    }
-    fenced = "```json\n" + json.dumps(answer, indent=2) + "\n```"
-    calls = [native_call("Grep", {"pattern": "def login"}), native_call("finish", {}, "call-2")]
-    replies = [{**chat(None, tool_calls=[c], finish_reason="tool_calls"), "model": model} for c in calls]
-    replies.append({**chat(fenced), "model": model})
-    endpoint = StrictEndpoint(replies)
-    result, _ = _launch(config, workspace, tmp_path, endpoint)
-    assert result.terminal_reason == "completed", result.detail
-    assert result.repairs_used == 0
-    assert result.contract is not None and result.contract["evidence"] == ["app/auth.py:4"]
-    assert "unresolved_questions" not in result.contract or result.contract["unresolved_questions"] == []
-
-
 def test_without_the_strict_form_the_endpoint_refuses_the_answer_tool(
     config: LabConfig, workspace: Path, tmp_path: Path, monkeypatch: Any
 ) -> None:
@@ -199,28 +175,31 @@ def test_an_answer_decoded_without_a_grammar_is_cut_where_the_grammar_would_cut_
     assert "def login(user, password)" in final_call["raw_text"]
 
 
-def test_an_answer_written_as_the_turns_text_is_read_without_a_repair(
-    config: LabConfig, workspace: Path, tmp_path: Path
+@pytest.mark.parametrize("after", ["finish", "a search"])
+def test_an_answer_in_fenced_text_is_read_without_a_repair(
+    after: str, config: LabConfig, workspace: Path, tmp_path: Path
 ) -> None:
-    """Main on llama-server's native path answers a working turn in fenced text instead of calling
-    ``finish``: the loop judges such text as the answer, so it is read as the final phase reads it."""
+    """llama-server reads a named ``tool_choice`` as "auto": after ``finish`` the answer comes back
+    as fenced text with no tool call; main also answers a working turn that way instead of calling
+    ``finish``. Either way its one object is the answer (the contract still checks it), not a repair."""
     model = config.models["light"].model  # type: ignore[union-attr]
     answer = {
         "status": "completed",
         "summary": "login is defined in app/auth.py.",
         "findings": ["login calls check_password"],
         "evidence": ["app/auth.py:4"],
+        "unresolved_questions": None,
     }
     fenced = "```json\n" + json.dumps(answer, indent=2) + "\n```"
-    replies = [
-        {**chat(None, tool_calls=[native_call("Grep", {"pattern": "def login"})], finish_reason="tool_calls"),
-         "model": model},
-        {**chat(fenced), "model": model},
-    ]  # fmt: skip
+    calls = [native_call("Grep", {"pattern": "def login"})]
+    calls += [native_call("finish", {}, "call-2")] if after == "finish" else []
+    replies = [{**chat(None, tool_calls=[c], finish_reason="tool_calls"), "model": model} for c in calls]
+    replies.append({**chat(fenced), "model": model})
     result, _ = _launch(config, workspace, tmp_path, StrictEndpoint(replies))
     assert result.terminal_reason == "completed", result.detail
     assert result.repairs_used == 0
     assert result.contract is not None and result.contract["evidence"] == ["app/auth.py:4"]
+    assert result.contract.get("unresolved_questions", []) == []
 
 
 def test_a_turn_of_prose_or_an_action_in_text_is_read_as_that_action(

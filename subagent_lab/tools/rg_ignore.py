@@ -38,7 +38,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from subagent_lab.tools.rg_rules import Pieces
+from subagent_lab.tools.rg_rules import Pieces, ignore_text
 
 MAX_RULES = 256
 """Lines other than plain names that one file may hold before rg is asked to list instead."""
@@ -217,11 +217,8 @@ class IgnoreFile:
 
 def parse(data: bytes) -> IgnoreFile | None:
     """An ignore file's rules from its bytes; None when it is outside the subset (module doc)."""
-    if data.startswith(b"\xef\xbb\xbf"):
-        return None  # rg versions differ on whether the mark belongs to the first line
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
+    text = ignore_text(data)
+    if text is None:
         return None
     parsed = IgnoreFile()
     try:

@@ -173,14 +173,21 @@ def checker(rules: list[tuple[Rules, int]], depth: int) -> Callable[[bytes], boo
     return lambda name: name.lower() in names or any(pieces.match(name) for pieces in wild)
 
 
-def parse(data: bytes) -> Rules | None:
-    """The widened rules of one ignore file's bytes; None when they cannot be checked (not
-    UTF-8, a byte-order mark, or over ``MAX_WILDCARD_RULES`` wildcard lines)."""
+def ignore_text(data: bytes) -> str | None:
+    """An ignore file's text; None for one that is not UTF-8 or starts with a byte-order mark."""
     if data.startswith(b"\xef\xbb\xbf"):
         return None  # rg versions differ on whether the mark belongs to the first line
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
+        return None
+
+
+def parse(data: bytes) -> Rules | None:
+    """The widened rules of one ignore file's bytes; None when they cannot be checked (not
+    UTF-8, a byte-order mark, or over ``MAX_WILDCARD_RULES`` wildcard lines)."""
+    text = ignore_text(data)
+    if text is None:
         return None
     rules = Rules()
     for line in text.split("\n"):

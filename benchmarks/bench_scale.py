@@ -72,6 +72,12 @@ def write_config(root: Path, url: str, pool: int = 0) -> Path:
     return path
 
 
+SCAFFOLD_ENV = "BENCH_SCALE_SCAFFOLD"
+"""``--scaffold``: the preset every run names (unset: the explore profile's own), so that two code
+versions whose default scaffolds differ are timed on the same work; an environment variable, so
+the driver process sees it too."""
+
+
 def spec_for(name: str, runs: int) -> Any:
     """An explore grid of about ``runs`` runs over the suite's workspaces (2 models, n repeats)."""
     from subagent_lab.bench.suite import load_suite
@@ -80,8 +86,9 @@ def spec_for(name: str, runs: int) -> Any:
     suite = [t.id for t in load_suite()]
     tasks = suite[: min(len(suite), 25)]
     return SweepSpec(
-        name=name, tasks=tuple(tasks), models=("light", "main"), repeats=max(runs // (2 * len(tasks)), 1)
-    )
+        name=name, tasks=tuple(tasks), models=("light", "main"), repeats=max(runs // (2 * len(tasks)), 1),
+        scaffolds=tuple(filter(None, [os.environ.get(SCAFFOLD_ENV)])),
+    )  # fmt: skip
 
 
 # --- the driver, a process of its own ---------------------------------------------------------
@@ -237,7 +244,10 @@ def main() -> None:
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-faults", action="store_true")
     parser.add_argument("--pool", type=int, default=0, help="models as an endpoint pool, this limit")
+    parser.add_argument("--scaffold", default=None, help="a preset every run names (default: the profile's)")
     args = parser.parse_args()
+    if args.scaffold:
+        os.environ[SCAFFOLD_ENV] = args.scaffold
     root = Path(args.root or tempfile.mkdtemp(prefix="bench-scale-")).resolve()
     (root / "endpoint").mkdir(parents=True, exist_ok=True)
     fake = subprocess.Popen(

@@ -180,6 +180,9 @@ class FakeEndpoint:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # One write per response (flushed after each request): headers and body in two small
+            # writes meet Nagle's algorithm and the client's delayed ACK, ~40 ms a request.
+            wbufsize = 1 << 16
 
             def log_message(self, format: str, *args: Any) -> None:  # quiet
                 return

@@ -84,7 +84,7 @@ def _table(df: pd.DataFrame) -> str:
 
 
 def _aids(column: pd.Series) -> str:
-    names = {a for value in column.fillna("").astype(str) for a in value.split(",") if a}
+    names = {a for value in column.astype(object).fillna("").astype(str) for a in value.split(",") if a}
     return ", ".join(sorted(names)) or "none"
 
 

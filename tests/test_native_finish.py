@@ -53,6 +53,15 @@ def strict_violations(schema: Any, where: str = "parameters") -> list[str]:
     return problems
 
 
+ANSWER: dict[str, Any] = {
+    "status": "completed",
+    "summary": "login is defined in app/auth.py and calls check_password.",
+    "findings": ["login calls check_password"],
+    "evidence": ["app/auth.py:4"],
+    "unresolved_questions": None,  # strict form: an optional property with nothing to say
+}
+
+
 class StrictEndpoint:
     """Answers like OpenAI: a 400 for a strict tool whose schema breaks the rules, else the next reply."""
 
@@ -99,13 +108,7 @@ def test_a_native_endpoint_gets_the_answer_through_a_strict_finish_tool(
     config: LabConfig, workspace: Path, tmp_path: Path
 ) -> None:
     model = config.models["light"].model  # type: ignore[union-attr]
-    answer = {
-        "status": "completed",
-        "summary": "login is defined in app/auth.py and calls check_password.",
-        "findings": ["login calls check_password"],
-        "evidence": ["app/auth.py:4"],
-        "unresolved_questions": None,  # strict form: an optional property with nothing to say
-    }
+    answer = ANSWER
     calls = [native_call("Grep", {"pattern": "def login"}), native_call("finish", {}, "call-2"),
              native_call("final_answer", answer, "call-3")]  # fmt: skip
     replies = [
@@ -183,14 +186,7 @@ def test_an_answer_in_fenced_text_is_read_without_a_repair(
     as fenced text with no tool call; main also answers a working turn that way instead of calling
     ``finish``. Either way its one object is the answer (the contract still checks it), not a repair."""
     model = config.models["light"].model  # type: ignore[union-attr]
-    answer = {
-        "status": "completed",
-        "summary": "login is defined in app/auth.py.",
-        "findings": ["login calls check_password"],
-        "evidence": ["app/auth.py:4"],
-        "unresolved_questions": None,
-    }
-    fenced = "```json\n" + json.dumps(answer, indent=2) + "\n```"
+    fenced = "```json\n" + json.dumps(ANSWER, indent=2) + "\n```"
     calls = [native_call("Grep", {"pattern": "def login"})]
     calls += [native_call("finish", {}, "call-2")] if after == "finish" else []
     replies = [{**chat(None, tool_calls=[c], finish_reason="tool_calls"), "model": model} for c in calls]

@@ -22,8 +22,8 @@ from subagent_lab.core.loop import LoopSpec
 from subagent_lab.core.trace import RunEnded, RunStarted, TraceWriter, read_trace
 from subagent_lab.core.types import ConfigError
 from subagent_lab.models.scripted import ScriptedModel, final, tool_call
-from subagent_lab.scaffold import build
-from subagent_lab.scaffold.build import POLICY_FIELDS, SPEC_RENAMED, loop_spec
+from subagent_lab.config import build
+from subagent_lab.config.build import POLICY_FIELDS, SPEC_RENAMED, loop_spec
 from subagent_lab.scaffold.grace import Grace
 from subagent_lab.scaffold.require_evidence import RequireEvidence
 from subagent_lab.scaffold.require_tool_first import RequireToolFirst

@@ -26,7 +26,7 @@ from subagent_lab.core.policy import (
 )
 from subagent_lab.core.tool import Tool
 from subagent_lab.core.types import LimitReached, Span, ToolCall, ToolOutcome
-from subagent_lab.scaffold import build
+from subagent_lab.config import build
 from subagent_lab.scaffold.absence_check import ABSENT_PROMPT, CHECK_SCHEMA, AbsenceCheck
 from subagent_lab.scaffold.cite_from_seen import CiteFromSeen
 from subagent_lab.scaffold.finish_when import FinishWhen

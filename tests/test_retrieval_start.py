@@ -25,7 +25,7 @@ from subagent_lab.core.trace import ModelCalled, PromptAdded, RunEnded, ToolFini
 from subagent_lab.experiments.rows import ORIGIN_COLUMNS, origin_columns
 from subagent_lab.models.baseline import BaselineModel
 from subagent_lab.models.scripted import ScriptedModel, final, tool_call, tool_calls
-from subagent_lab.scaffold import build
+from subagent_lab.config import build
 from subagent_lab.scaffold.retrieval_start import PURPOSE, RetrievalStart, parse_candidates
 from subagent_lab.tools.symbols.index import index_for
 from subagent_lab.tools.symbols.retrieve import RetrievedUnit, code_names, retrieve

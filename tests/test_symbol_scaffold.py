@@ -26,7 +26,7 @@ from subagent_lab.core.trace import ContractChecked, RunStarted, read_trace
 from subagent_lab.core.types import ModelRequest, Span, ToolCall
 from subagent_lab.models.actions import action_schema
 from subagent_lab.models.scripted import final, tool_call, tool_calls
-from subagent_lab.scaffold import build
+from subagent_lab.config import build
 from subagent_lab.scaffold.cite_from_seen import unit_items
 from subagent_lab.scaffold.paths_from_seen import PathsFromSeen
 from subagent_lab.scaffold.repo_map import MAP_HEAD, RepoMap

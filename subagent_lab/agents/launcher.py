@@ -36,7 +36,7 @@ from subagent_lab.core.trace import RunEnded, RunStarted, SubagentEvent, TraceWr
 from subagent_lab.core.types import Message, ModelChoice, Span, TerminalReason
 from subagent_lab.local_models import factory
 from subagent_lab.local_models.factory import ModelFactory
-from subagent_lab.scaffold import build
+from subagent_lab.config import build
 from subagent_lab.scaffold.retrieval_start import candidates_of_trace
 from subagent_lab.tools.registry import build_tools
 from subagent_lab.tools.simple import ObservationLimits
@@ -105,7 +105,7 @@ class SubagentLauncher:
         (``model_overrides``), then the request's overrides (ConfigError on a bad override).
 
         The retrieval floor is defined by its tools: a ``retrieval`` run also holds Find, Refs,
-        Outline and Search (``symbol_tools``) where the preset lacks them (``models.retrieval``)."""
+        Outline and Search (``SymbolTools``) where the preset lacks them (``models.retrieval``)."""
         profile = self.config.profile(request.profile)
         choice = request.model or request.overrides.get("model") or profile.model
         used = self.config.resolve_model(choice)[0]
@@ -113,9 +113,10 @@ class SubagentLauncher:
         where = f"overrides for profile {request.profile!r}"
         if request.overrides or tuned:
             profile = apply_overrides(RuntimeProfile, profile, tuned, request.overrides, where=where)
-        if used == "retrieval" and not profile.symbol_tools and profile.tool_interface == "simple":
-            # after the request's overrides: a preset's resolved fields say symbol_tools: false
-            profile = apply_overrides(RuntimeProfile, profile, {"symbol_tools": True}, where=where)
+        simple = profile.scaffold.observation.tool_interface == "simple"
+        if used == "retrieval" and not profile.scaffold.has("SymbolTools") and simple:
+            # after the request's overrides: a preset may leave SymbolTools out
+            profile = apply_overrides(RuntimeProfile, profile, {"SymbolTools": {}}, where=where)
         return profile
 
     def _model(self, choice: ModelChoice, cfg: ModelConfig) -> Model:
@@ -183,7 +184,7 @@ class SubagentLauncher:
     ) -> SubagentResult:
         """The run's result, masked: it goes to the parent's model, to sweep tables and to logs (an
         endpoint may echo the Authorization header in an error that becomes the detail)."""
-        grammar, checked = self.config.grammar_aids(profile.model_dump(), model.used)
+        grammar, checked = self.config.grammar_aids(profile.scaffold, model.used)
         result = SubagentResult(
             run_id=run_id,
             session_id=self.session_id,
@@ -204,7 +205,7 @@ class SubagentLauncher:
             policies=policy_names(policies),
             aids_grammar=grammar,
             aids_checked=checked,
-            retrieval=candidates_of_trace(trace_path) if profile.retrieval_start else [],
+            retrieval=candidates_of_trace(trace_path) if profile.scaffold.has("RetrievalStart") else [],
         )
         return SubagentResult.model_validate_json(self.config.redactor()(to_json(result)))
 
@@ -321,16 +322,17 @@ class SubagentLauncher:
         shape: TaskShape,
     ) -> LoopDeps:
         """What the child's loop talks to: its tools sized by the profile, its gate, its policies."""
+        sizes = profile.scaffold.observation
         limits = ObservationLimits(
-            grep_max_matches=profile.grep_max_matches,
-            read_window=profile.read_window,
-            glob_max_results=profile.glob_max_results,
-            read_outline=profile.read_outline,
+            grep_max_matches=sizes.grep_max_matches,
+            read_window=sizes.read_window,
+            glob_max_results=sizes.glob_max_results,
+            read_outline=sizes.read_outline,
         )
         names = build.tool_names(profile)
         return LoopDeps(
             model=llm,
-            tools=build_tools(names, profile.tool_interface, limits),
+            tools=build_tools(names, sizes.tool_interface, limits),
             gate=PermissionGate(mode="readonly_subagent", allowlist=frozenset(names)),
             tool_context=self.workspace,
             workspace_root=self.workspace.root,

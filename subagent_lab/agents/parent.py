@@ -51,7 +51,7 @@ from subagent_lab.core.tool import Tool, ToolError
 from subagent_lab.core.trace import PromptAdded, Redactor, RunEnded, RunStarted, TraceWriter, new_id, to_json
 from subagent_lab.core.types import ConfigError, Message, ModelChoice
 from subagent_lab.local_models import factory
-from subagent_lab.scaffold import build
+from subagent_lab.config import build
 from subagent_lab.tools.edit import ReadStamps
 from subagent_lab.workspace.bwrap import BashSandbox
 from subagent_lab.workspace.sandbox import Workspace

@@ -9,26 +9,22 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from subagent_lab.config.agent_profile import AgentProfile, apply_overrides
-from subagent_lab.config.scaffolds import (
-    PLAIN,
-    SCAFFOLD_FIELDS,
-    ScaffoldPreset,
-    grammar_aids_on,
-    unknown_fields,
-)
+from subagent_lab.config import legacy
+from subagent_lab.config.agent_profile import AgentProfile, apply_overrides, validation_problems
+from subagent_lab.config.presets import BUILT_IN, ScaffoldPreset, is_dump, resolve_presets
+from subagent_lab.config.scaffolds import BASE, Scaffold, symbol_tools_allowed
 from subagent_lab.core.contracts import CONTRACTS
 from subagent_lab.core.redact import Redactor
 from subagent_lab.core.types import FLOOR_CHOICES, ConfigError, ModelChoice
 from subagent_lab.core.yaml_load import load_yaml_file, read_config_text
+from subagent_lab.tools.symbols import SYMBOL_TOOLS
 
-SYMBOL_TOOLS: tuple[str, ...] = ("Find", "Refs", "Outline", "Search")
-"""The symbol index's tools (``tools/symbols``), small-model interface only; read-only."""
 READONLY_TOOLS: frozenset[str] = frozenset({"Read", "Grep", "Glob", *SYMBOL_TOOLS})
 FORBIDDEN_IN_SUBAGENTS: frozenset[str] = frozenset(
     {"Task", "Edit", "Write", "Bash", "MultiEdit", "NotebookEdit", "TodoWrite", "WebFetch"}
@@ -100,94 +96,28 @@ class RuntimeProfile(_Frozen):
     """Wall-clock limit of the whole run."""
     max_output_tokens: int | None = Field(default=None, gt=0)
     """Per-call output cap; None takes the model's ``max_output_tokens``."""
-    require_grounded_evidence: bool = False
-    """When true, evidence that does not point at real lines triggers a contract repair."""
     max_tool_calls_per_step: int = Field(default=4, gt=0)
     max_stale_turns: int = Field(default=3, ge=1)
     """Consecutive turns without a new observation (repeats are answered from the record) that end
     the run as ``loop_detected``."""
-    grace_turn: bool = True
-    """After a limit, one final-answer call without tools (only once a tool has run)."""
-    # --- the scaffold: how the child acts and observes (sweepable, see docs/design.md) ---
-    action_max_tokens: int = Field(default=160, ge=16)
-    """Output cap of an action call (a brief thought and one tool call)."""
-    thought_max_chars: int = Field(default=80, ge=0, le=2000)
-    arg_max_chars: int = Field(default=160, ge=8, le=4000)
-    """The grammar's cap on each string argument of an action."""
-    tool_interface: Literal["simple", "full"] = "simple"
-    """``simple``: Grep(pattern, path), Read(path, line), guided observations; ``full``: every option."""
-    grep_max_matches: int = Field(default=15, gt=0, le=200)
-    read_window: int = Field(default=50, gt=0, le=400)
-    glob_max_results: int = Field(default=50, gt=0, le=500)
-    constrain_paths: bool = True
-    """Read may name only files a tool has shown (the grammar allows no other path)."""
-    evidence_from_seen: bool = True
-    """The final answer's evidence can only be lines a tool has shown (grammar-enforced)."""
-    require_seen: bool = False
-    """Evidence that no tool showed triggers a contract repair."""
-    finish_after_stale: int = Field(default=1, ge=0)
-    """After this many consecutive turns without a new observation (a repeat answered from the
-    record), the grammar offers only ``finish``: the model has seen what it will see (0: never)."""
-    finish_after_reads: int = Field(default=0, ge=0, le=50)
-    """After this many Reads that ran, the only action left is finish, taken without a model call
-    (0: never): a small model's next action after its Read tends to repeat it (docs/design.md)."""
-    read_after_hits: bool = True
-    """After a search that showed matching lines, the next action is Read (of a file shown) or finish."""
-    read_on: int = Field(default=0, ge=0, le=20)
-    """A repeated Read shows the window after the last one of that file instead of "already shown",
-    at most this many times a run (0: never). Small models repeat a Read when they want more."""
-    first_search: int = Field(default=0, ge=0, le=10)
-    """The first action is a Grep whose pattern the grammar limits to the task's best names, at most
-    this many (``tools.search_words``: names written as code or defined in the workspace first);
-    0: the model chooses its first action freely."""
-    min_evidence: int = Field(default=0, ge=0, le=10)
-    """With ``evidence_from_seen``: the final answer must cite at least this many seen lines (when
-    any were seen). 0 lets an answer that something does not exist cite nothing."""
-    read_outline: int = Field(default=0, ge=0, le=200)
-    """A Read also lists up to this many ``class``/``def`` lines of the rest of the file, each one
-    citable (0: none). Small models stop after one window; the outline shows the file's shape."""
-    cite_anchors: bool = False
-    """With ``evidence_from_seen``: the evidence may cite only the lines a tool marked as worth
-    citing (Grep matches, a Read's asked line and definitions, outline entries), not every line
-    of a window."""
-    cite_margin: int | None = Field(default=None, ge=0, le=20)
-    """With ``cite_anchors``: list (and let the answer cite) only the citable lines that score within
-    this many points of the best (task words held, definition bonuses); None: the best eight."""
-    cite_units: bool = False
-    """With ``evidence_from_seen``: once a structure tool (Find, Refs, Outline, Search) showed a
-    function or class, the final prompt lists the units shown (a function as ``path:start-end``, a
-    class by its header line) in the order the tools showed them, and the answer may cite only
-    those (no ranking by the task's words)."""
-    max_evidence: int = Field(default=6, ge=1, le=50)
-    """The most evidence items the final answer's grammar allows."""
-    absence_check: bool = False
-    """Before the final answer, one yes/no call: did the tools show what the task asks for? On
-    "no" the answer cites nothing and says so (an ``absent`` task's right answer)."""
-    task_paths: bool = False
-    """Files the task names (``loaders.py``) that exist in the workspace count as shown: Read may
-    open them first, and the task lists where they are."""
+    scaffold: Scaffold = BASE
+    """How the child acts, observes and cites: its policies and observation sizes
+    (``config.scaffolds``). In ``profiles.yaml`` a preset's name or a list of policy specs; the
+    flat fields of older files (``cite_margin: 2``) fold into it (``config.legacy``)."""
     model_overrides: dict[ModelChoice, dict[str, Any]] = Field(default_factory=dict)
     """Per-model tuning of this profile (e.g. a stricter scaffold for ``light``), applied before a
     request's own overrides when that model runs; recorded with the run."""
-    show_layout: bool = False
-    """Put the workspace's top-level entries in the task (small models copy that line into arguments)."""
-    min_tool_calls: int = Field(default=1, ge=0)
-    """Executed tool calls required before a final answer is accepted; 0 lets the model answer blind."""
-    symbol_tools: bool = False
-    """The child also gets Find, Refs, Outline and Search (``SYMBOL_TOOLS``, after ``tools``): a
-    preset can name the tool set, which ``tools`` (not a scaffold field) cannot."""
-    repo_map_tokens: int = Field(default=0, ge=0)
-    """The first message ends with a repo map of at most this many tokens (estimated): the files and
-    their most-referenced definitions (``tools.symbols.repo_map``), each shown unit counting as seen.
-    0: no map."""
-    tool_guide: bool = False
-    """The first message ends with a guide to the structure tools the child holds (what each shows,
-    and to start with Find or Search rather than Grep): the explore prompt speaks of Grep only."""
-    retrieval_start: int = Field(default=0, ge=0, le=8)
-    """Before the first action the harness runs the task's retrieval as tool calls (Find on its
-    code-like names, then Search on its text; ``tools.symbols.retrieve``) and the best this many
-    units are the answer's candidates, listed and offered first (``scaffold.retrieval_start``);
-    needs Find and Search (``symbol_tools``, or ``tools`` naming both). 0: off."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fold_scaffold(cls, raw: Any) -> Any:
+        return cls.fold(raw) if isinstance(raw, Mapping) else raw
+
+    @classmethod
+    def fold(cls, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """``raw`` with its scaffold keys (flat fields, ``Policy.param``, sizes) folded into its
+        ``scaffold`` (``apply_overrides`` folds each layer in turn)."""
+        return legacy.fold(raw, BASE)
 
     @model_validator(mode="after")
     def _invariants(self) -> RuntimeProfile:
@@ -199,11 +129,8 @@ class RuntimeProfile(_Frozen):
         unknown = sorted(set(self.tools) - READONLY_TOOLS)
         if unknown:
             raise ValueError(f"tools: unknown tools {unknown}; allowed are {sorted(READONLY_TOOLS)}")
-        if (self.symbol_tools or set(self.tools) & set(SYMBOL_TOOLS)) and self.tool_interface != "simple":
-            raise ValueError("tools: Find, Refs, Outline and Search exist in tool_interface 'simple' only")
-        held = set(self.tools) | (set(SYMBOL_TOOLS) if self.symbol_tools else set())
-        if self.retrieval_start and not {"Find", "Search"} <= held:
-            raise ValueError("retrieval_start: the retrieval calls Find and Search; set symbol_tools: true")
+        for problem in symbol_tools_allowed(self.scaffold, self.tools):
+            raise ValueError(problem)
         if self.context_token_budget > self.total_token_budget:
             raise ValueError(
                 f"context_token_budget ({self.context_token_budget}) must be <= "
@@ -252,6 +179,46 @@ NO_MODEL = ModelConfig(model="none")
 ``model``); it never talks to an endpoint."""
 
 
+@dataclass(frozen=True)
+class NamedScaffold:
+    """A preset by name: its description and its resolved scaffold."""
+
+    name: str
+    description: str
+    scaffold: Scaffold
+
+    def resolved(self) -> dict[str, Any]:
+        """The preset as profile fields: an override layer that replaces a profile's scaffold."""
+        return {"scaffold": self.scaffold}
+
+
+def _preset(where: str, raw: Any) -> ScaffoldPreset:
+    try:
+        return ScaffoldPreset.model_validate(raw)
+    except ValidationError as exc:
+        raise ValueError(f"{where}: {validation_problems(exc)}") from None
+
+
+def _named_scaffold(where: str, profile: Mapping[str, Any], presets: Mapping[str, Scaffold]) -> dict[str, Any]:
+    """A profile's fields with its ``scaffold`` (a preset's name, a list of entries over ``plain``,
+    or a preset written in place) resolved."""
+    given = profile.get("scaffold")
+    if given is None or isinstance(given, Scaffold):
+        return dict(profile)
+    if isinstance(given, str):
+        if given not in presets:
+            raise ValueError(f"{where}.scaffold: unknown preset {given!r}; known: {sorted(presets)}")
+        return {**profile, "scaffold": presets[given]}
+    if is_dump(given):
+        return dict(profile)  # a resolved scaffold's fields: validated as they are
+    written = _preset(f"{where}.scaffold", {"policies": given} if isinstance(given, list) else given)
+    try:
+        scaffold = resolve_presets({"(in place)": written}, known=presets)["(in place)"]
+    except ValueError as exc:
+        raise ValueError(f"{where}.scaffold: {str(exc).removeprefix('scaffolds.(in place): ')}") from None
+    return {**profile, "scaffold": scaffold}
+
+
 class LabConfig(_Frozen):
     """Everything in ``profiles.yaml``."""
 
@@ -267,6 +234,28 @@ class LabConfig(_Frozen):
     source: str | None = None
     """The file this was loaded from (filled in by the loader)."""
 
+    _presets: dict[str, Scaffold] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_scaffolds(cls, raw: Any) -> Any:
+        """Presets resolved through ``extends``, and each profile's named scaffold replaced by the
+        scaffold it names (a list or mapping written in place resolves as a preset would)."""
+        if not isinstance(raw, Mapping):
+            return raw
+        presets = raw.get("scaffolds") or {}
+        profiles = raw.get("profiles")
+        if not isinstance(presets, Mapping) or not isinstance(profiles, Mapping):
+            return raw  # a wrong shape: validation reports it with the field
+        written = {name: _preset(f"scaffolds.{name}", p) for name, p in presets.items()}
+        resolved = resolve_presets(written)
+        out = dict(raw)
+        out["profiles"] = {
+            name: _named_scaffold(f"profiles.{name}", prof, resolved) if isinstance(prof, Mapping) else prof
+            for name, prof in profiles.items()
+        }
+        return out
+
     @model_validator(mode="after")
     def _models_defined(self) -> LabConfig:
         if self.models.get("main") is None:
@@ -274,15 +263,11 @@ class LabConfig(_Frozen):
         unknown = sorted(set(self.models) - {"light", "main"})
         if unknown:
             raise ValueError(f"models: only 'light' and 'main' are model choices, got {unknown}")
-        for name, preset in self.scaffolds.items():
-            if name == "plain":
-                raise ValueError("scaffolds.plain: built in, it cannot be redefined")
-            for field in unknown_fields(preset):
-                known = ", ".join(sorted(SCAFFOLD_FIELDS))
-                raise ValueError(f"scaffolds.{name}.fields.{field}: not a scaffold field; known: {known}")
+        self._presets = resolve_presets(self.scaffolds)
+        for name, scaffold in self._presets.items():
             for pname, profile in self.profiles.items():
-                where = f"scaffolds.{name}.fields (on profile {pname})"
-                apply_overrides(RuntimeProfile, profile, preset.resolved(), where=where)
+                where = f"scaffolds.{name} (on profile {pname})"
+                apply_overrides(RuntimeProfile, profile, {"scaffold": scaffold}, where=where)
         for name, profile in self.profiles.items():
             if profile.name != name:
                 raise ValueError(f"profiles.{name}.name: must equal its key {name!r}")
@@ -303,25 +288,23 @@ class LabConfig(_Frozen):
         except KeyError:
             raise ConfigError(f"unknown profile {name!r}; known: {sorted(self.profiles)}") from None
 
-    def scaffold(self, name: str) -> ScaffoldPreset:
-        """The preset called ``name`` (``plain`` is built in); a clear error lists the known ones."""
-        if name == "plain":
-            return PLAIN
-        try:
-            return self.scaffolds[name]
-        except KeyError:
-            known = sorted({"plain", *self.scaffolds})
-            raise ConfigError(
-                f"unknown scaffold {name!r}; known: {known} (profiles.yaml: scaffolds)"
-            ) from None
+    def scaffold(self, name: str) -> NamedScaffold:
+        """The preset called ``name`` (``plain`` and ``base`` are built in), resolved; a clear
+        error lists the known ones."""
+        if name not in self._presets:
+            known = sorted(self._presets)
+            raise ConfigError(f"unknown scaffold {name!r}; known: {known} (profiles.yaml: scaffolds)")
+        written = self.scaffolds.get(name)
+        description = written.description if written else BUILT_IN[name][0]
+        return NamedScaffold(name, description, self._presets[name])
 
-    def grammar_aids(self, fields: Mapping[str, Any], choice: ModelChoice) -> tuple[list[str], list[str]]:
-        """The aids only a grammar enforces that ``fields`` switch on, split by how they run on
+    def grammar_aids(self, scaffold: Scaffold, choice: ModelChoice) -> tuple[list[str], list[str]]:
+        """The aids only a grammar enforces that ``scaffold`` holds, split by how they run on
         ``choice``'s endpoint: (held by the grammar, run as checks). An endpoint configured without
         constrained output (``constrain_output: false``) runs them all as checks: the answer and each
         action are checked after the reply, and a breach gets a repair message (``core.schema_check``)."""
         _, cfg, _ = self.resolve_model(choice)
-        aids = grammar_aids_on(dict(fields))
+        aids = scaffold.grammar_aids()
         return (aids, []) if cfg.constrain_output else ([], aids)
 
     def resolve_model(self, choice: ModelChoice) -> tuple[ModelChoice, ModelConfig, bool]:

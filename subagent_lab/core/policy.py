@@ -137,6 +137,13 @@ class Policy:
     """One aid; every hook a no-op. Subclasses are dataclasses: their fields are the parameters."""
 
     name: ClassVar[str] = "policy"
+    needs_contract: ClassVar[bool] = False
+    """Acts on the final answer's contract: left out of a run whose profile asks for none."""
+    adds_tools: ClassVar[tuple[str, ...]] = ()
+    """Tools the child holds with this policy, after its profile's own (a preset names a tool set)."""
+    shared: ClassVar[dict[str, str]] = {}
+    """Parameters this policy takes from another's (``param -> "Policy.param"``): set once, in that
+    policy's spec (the answer's evidence settings are ``CiteFromSeen``'s)."""
 
     def params(self) -> dict[str, Any]:
         """The parameters a trace records: the dataclass fields set at construction (per-run state

@@ -16,7 +16,7 @@ import pandas as pd
 
 from subagent_lab.analysis.evidence_origin import evidence_origin
 from subagent_lab.bench.score import LOC_COLUMNS
-from subagent_lab.config.profiles import SYMBOL_TOOLS
+from subagent_lab.tools.symbols import SYMBOL_TOOLS
 from subagent_lab.core.trace import Event
 from subagent_lab.experiments.spec import RunSpec
 

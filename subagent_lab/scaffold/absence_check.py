@@ -8,7 +8,7 @@ yes/no grammar, the 1.5B model can say the thing is absent, and the answer's gra
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from subagent_lab.core.evidence import constrain_evidence
 from subagent_lab.core.policy import Policy, RunView
@@ -35,11 +35,14 @@ ABSENT_PROMPT = (
 
 @dataclass
 class AbsenceCheck(Policy):
-    """``absence_check``; ordered after ``CiteFromSeen``, whose listing and choices it replaces."""
+    """A yes/no check before the answer; ordered after ``CiteFromSeen``, whose listing and choices
+    it replaces (and whose ``constrain`` says whether "no" empties the evidence)."""
 
     empty_evidence: bool = True
     """On "no", the grammar allows no evidence item (with ``evidence_from_seen``)."""
     name = "absence_check"
+    needs_contract = True
+    shared: ClassVar[dict[str, str]] = {"empty_evidence": "CiteFromSeen.constrain"}
     _absent: bool = field(default=False, init=False)
 
     def before_final(self, run: RunView) -> None:

@@ -12,12 +12,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from subagent_lab.config.profiles import SYMBOL_TOOLS
 from subagent_lab.core.evidence import MAX_EVIDENCE_CHOICES, constrain_evidence, evidence_choices
 from subagent_lab.core.policy import CallResult, Policy, RunView
 from subagent_lab.core.tool import ToolError
 from subagent_lab.core.types import Span
 from subagent_lab.scaffold.ranking import LINE_TEXT_CHARS, line_texts, listed_location, rank_citable
+from subagent_lab.tools.symbols import SYMBOL_TOOLS
 from subagent_lab.tools.symbols.index import index_for
 
 CITABLE_LISTED = 8
@@ -124,8 +124,8 @@ def citable(groups: list[list[Span]], limit: int = MAX_EVIDENCE_CHOICES) -> list
 
 @dataclass
 class CiteFromSeen(Policy):
-    """``evidence_from_seen``, ``cite_anchors``, ``cite_margin``, ``min_evidence``, ``max_evidence``:
-    one aid's parameters."""
+    """What the final answer may cite, and how much: the answer's evidence settings, written once
+    (``RetrievalStart`` and ``AbsenceCheck`` take theirs from here)."""
 
     constrain: bool = True
     """The grammar limits the evidence items to seen lines (``evidence_from_seen``)."""
@@ -141,6 +141,7 @@ class CiteFromSeen(Policy):
     of lines: a function whole, a class by its header line, in the order the tools showed them, never
     re-ranked by the task's words (a word ranking dropped the very definitions Find returned)."""
     name = "cite_from_seen"
+    needs_contract = True
     _groups: list[list[Span]] = field(default_factory=list, init=False)
     """The seen spans, one list per observation, oldest first."""
     _listed: list[str] | None = field(default=None, init=False)

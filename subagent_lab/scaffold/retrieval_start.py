@@ -18,15 +18,15 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from subagent_lab.config.profiles import SYMBOL_TOOLS
 from subagent_lab.core.evidence import constrain_evidence
 from subagent_lab.core.policy import HARNESS_CALL, CallResult, Policy, RunView
 from subagent_lab.core.trace import Event, PromptAdded, read_trace
 from subagent_lab.core.types import Span, ToolCall
 from subagent_lab.scaffold.cite_from_seen import unit_items
 from subagent_lab.scaffold.ranking import LINE_TEXT_CHARS, line_texts
+from subagent_lab.tools.symbols import SYMBOL_TOOLS
 from subagent_lab.tools.symbols.index import index_for
 from subagent_lab.tools.symbols.retrieve import (
     MAX_QUERY_CHARS,
@@ -95,10 +95,10 @@ def candidates_of_trace(path: str | Path) -> list[str]:
 
 @dataclass
 class RetrievalStart(Policy):
-    """``retrieval_start`` (the candidates' count, ``k``), with ``evidence_from_seen``,
-    ``min_evidence`` and ``max_evidence``; ordered after ``CiteFromSeen``, whose listing and
-    choices it replaces once there are candidates, and before ``AbsenceCheck``, whose "no" empties
-    them."""
+    """The harness's retrieval before the first action; its best ``k`` units are the candidates.
+    Ordered after ``CiteFromSeen``, whose listing and choices it replaces once there are
+    candidates (and whose evidence settings it takes), and before ``AbsenceCheck``, whose "no"
+    empties them."""
 
     k: int = 4
     constrain: bool = True
@@ -106,6 +106,12 @@ class RetrievalStart(Policy):
     min_evidence: int = 0
     max_evidence: int = 4
     name = "retrieval_start"
+    needs_contract = True
+    shared: ClassVar[dict[str, str]] = {
+        "constrain": "CiteFromSeen.constrain",
+        "min_evidence": "CiteFromSeen.min_evidence",
+        "max_evidence": "CiteFromSeen.max_evidence",
+    }
     _candidates: list[RetrievedUnit] = field(default_factory=list, init=False)
     _started: bool = field(default=False, init=False)
     """The harness's own calls have run: what ``observe`` sees from now on is the model's."""

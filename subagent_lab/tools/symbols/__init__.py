@@ -4,3 +4,6 @@
 ``ast``); ``tools.py`` has Find, Refs, Outline and Search; ``search.py`` the BM25 ranking and the
 retrieval-only answer; ``repo_map.py`` the PageRank-ranked map of a workspace.
 """
+
+SYMBOL_TOOLS: tuple[str, ...] = ("Find", "Refs", "Outline", "Search")
+"""The symbol index's tools (``tools.py``), small-model interface only; read-only."""

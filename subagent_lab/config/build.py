@@ -1,0 +1,101 @@
+"""A resolved profile as the loop runs it: its settings (``LoopSpec``), its ordered policies and
+its tools.
+
+A child's scaffold is its policy specs (``config.scaffolds``); a parent's is its own two fields
+(a tool before the answer, a grace turn) over the one policy every run holds, ``SkipRepeated``.
+The precedence is ``scaffold.specs.ORDER``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from subagent_lab.config.agent_profile import AgentProfile
+from subagent_lab.config.legacy import apply_keys
+from subagent_lab.config.profiles import ModelConfig, RuntimeProfile
+from subagent_lab.config.scaffolds import Scaffold
+from subagent_lab.core.budget import CostAccount, Prices
+from subagent_lab.core.loop_state import LoopSpec
+from subagent_lab.core.policy import Policy
+from subagent_lab.scaffold.specs import build_policies
+
+Profile = RuntimeProfile | AgentProfile
+
+PARENT_BASE = Scaffold.model_validate({"policies": ["SkipRepeated"]})
+"""A parent's scaffold before its own fields (``parent_scaffold``)."""
+SPEC_RENAMED = {"max_contract_repairs": "max_repairs"}
+"""A child profile's name for a ``LoopSpec`` field (a parent profile uses the LoopSpec name)."""
+
+
+def parent_scaffold(profile: AgentProfile) -> Scaffold:
+    """A parent's policies: a tool before the answer (``min_tool_calls``) and a grace turn
+    (``grace_turn``), its own fields."""
+    return apply_keys(PARENT_BASE, {"min_tool_calls": profile.min_tool_calls, "grace_turn": profile.grace_turn})
+
+
+def loop_spec(
+    profile: Profile, model: ModelConfig, *, seed: int | None = None, temperature: float | None = None
+) -> LoopSpec:
+    """The loop's limits, sampling and grammar caps for a child's or a parent's profile. The output
+    cap falls back to the model's; ``seed`` and ``temperature`` replace the model's when given (a
+    sweep's independent repeats). A parent's contract is its own (None: a free-text answer)."""
+    plain = LoopSpec(max_steps=1, context_token_budget=1, total_token_budget=1, timeout_s=1, contract=None)
+    if isinstance(profile, RuntimeProfile):
+        sizes = profile.scaffold.observation
+        own: dict[str, Any] = {
+            "contract": profile.contract,
+            "max_repairs": profile.max_contract_repairs,
+            "max_parallel_tools": plain.max_parallel_tools,
+            "thought_max_chars": sizes.thought_max_chars,
+            "action_max_tokens": sizes.action_max_tokens,
+            "arg_max_chars": sizes.arg_max_chars,
+        }
+    else:
+        own = {
+            "contract": profile.contract,
+            "max_repairs": profile.max_repairs,
+            "max_parallel_tools": profile.max_parallel_tools,
+            "thought_max_chars": plain.thought_max_chars,
+            "action_max_tokens": profile.action_max_tokens,
+            "arg_max_chars": profile.arg_max_chars,
+        }
+    return LoopSpec(
+        max_steps=profile.max_steps,
+        context_token_budget=profile.context_token_budget,
+        total_token_budget=profile.total_token_budget,
+        timeout_s=profile.timeout_s,
+        max_output_tokens=profile.max_output_tokens or model.max_output_tokens,
+        max_tool_calls_per_step=profile.max_tool_calls_per_step,
+        max_stale_turns=profile.max_stale_turns,
+        temperature=model.temperature if temperature is None else temperature,
+        seed=model.seed if seed is None else seed,
+        **own,
+    )
+
+
+def policies(profile: Profile) -> tuple[Policy, ...]:
+    """The policies of a profile's scaffold, in ``ORDER``."""
+    if isinstance(profile, RuntimeProfile):
+        return build_policies(profile.scaffold.specs(), contract=bool(profile.contract))
+    return build_policies(parent_scaffold(profile).specs(), contract=False)
+
+
+def cost_account(profile: Profile, model: ModelConfig) -> CostAccount | None:
+    """The run's cost cap at its model's prices (``LoopDeps.cost``); None without one."""
+    if profile.cost_budget_usd is None:
+        return None
+    prices = Prices(model.price_per_mtok_input, model.price_per_mtok_output)
+    return CostAccount(profile.cost_budget_usd, prices)
+
+
+def tool_names(profile: RuntimeProfile) -> tuple[str, ...]:
+    """The tools a child gets, in order: its profile's ``tools``, then those its scaffold's
+    policies add (``SymbolTools``) that it does not list already."""
+    return tuple(dict.fromkeys((*profile.tools, *profile.scaffold.tools())))
+
+
+def build(
+    profile: Profile, model: ModelConfig, *, seed: int | None = None, temperature: float | None = None
+) -> tuple[LoopSpec, tuple[Policy, ...]]:
+    """The loop's settings and the ordered policy tuple a resolved profile implies."""
+    return loop_spec(profile, model, seed=seed, temperature=temperature), policies(profile)

@@ -26,19 +26,37 @@ import pandas as pd
 
 from subagent_lab.analysis.stats import mean_ci, paired_difference
 from subagent_lab.config.profiles import load_config
-from subagent_lab.config.scaffolds import PLAIN_FIELDS
+from subagent_lab.config.scaffolds import PLAIN, Scaffold
 from subagent_lab.experiments.sweep import SweepSpec, Variant, run_sweep
 
 
-def aid_variants(preset: dict[str, object]) -> list[Variant]:
+def aid_settings(preset: Scaffold) -> dict[str, tuple[object, object]]:
+    """Every aid the preset sets away from ``plain``: a policy ``plain`` lacks, a parameter of one
+    it shares, or an observation size, as override key -> (plain's value, the preset's)."""
+    aids: dict[str, tuple[object, object]] = {}
+    for spec in preset.policies:
+        if not PLAIN.has(spec.policy):
+            aids[spec.policy] = (False, dict(spec.params))
+            continue
+        for param, value in spec.params.items():
+            if PLAIN.param(spec.policy, param) != value:
+                aids[f"{spec.policy}.{param}"] = (PLAIN.param(spec.policy, param), value)
+    plain_sizes, sizes = PLAIN.observation.model_dump(), preset.observation.model_dump()
+    for size, value in sizes.items():
+        if plain_sizes[size] != value:
+            aids[f"observation.{size}"] = (plain_sizes[size], value)
+    return aids
+
+
+def aid_variants(preset: Scaffold) -> list[Variant]:
     """``full``, ``plain``, then ``-aid`` (the preset without it) and ``+aid`` (plain with it) for
-    every field the preset sets away from its plain value, in the preset's order."""
-    aids = [k for k, v in preset.items() if PLAIN_FIELDS.get(k) != v]
-    plain_all = {k: PLAIN_FIELDS[k] for k in aids}
+    every aid the preset sets away from ``plain`` (``aid_settings``), in the preset's order."""
+    aids = aid_settings(preset)
+    plain_all = {k: off for k, (off, _) in aids.items()}
     variants = [Variant(label="full"), Variant(label="plain", overrides=plain_all)]
-    for aid in aids:
-        variants.append(Variant(label=f"-{aid}", overrides={aid: PLAIN_FIELDS[aid]}))
-        variants.append(Variant(label=f"+{aid}", overrides={**plain_all, aid: preset[aid]}))
+    for aid, (off, on) in aids.items():
+        variants.append(Variant(label=f"-{aid}", overrides={aid: off}))
+        variants.append(Variant(label=f"+{aid}", overrides={**plain_all, aid: on}))
     return variants
 
 
@@ -105,7 +123,7 @@ def main() -> int:
     if args.source:
         report(pd.read_csv(args.source))
         return 0
-    preset = load_config(None).scaffold(args.scaffold).resolved()
+    preset = load_config(None).scaffold(args.scaffold).scaffold
     variants = tuple(aid_variants(preset))
     started, frames = time.monotonic(), []
     for split in args.splits.split(","):

@@ -47,10 +47,10 @@ def main() -> int:
     parser.add_argument("--split", default="dev", choices=("dev", "test"))
     split = parser.parse_args().split
     lab = load_config()
-    guided = lab.scaffold("symbols-guided").resolved()
-    units_preset = lab.scaffold("symbols-units").resolved()
-    assert units_preset["cite_units"] and not guided["cite_units"]
-    slots = guided["max_evidence"]
+    guided = lab.scaffold("symbols-guided").scaffold
+    units_preset = lab.scaffold("symbols-units").scaffold
+    assert units_preset.param("CiteFromSeen", "units") and not guided.param("CiteFromSeen", "units")
+    slots = guided.param("CiteFromSeen", "max_evidence")
     rows = []
     for task in load_suite(split):
         names = [m.group(1) for g in task.gold if g.anchor and (m := DEFINITION.match(g.anchor))]
@@ -62,7 +62,7 @@ def main() -> int:
         groups = [list(o.spans) for o in observations]
         items = citable(groups)
         units = [s for g in groups for s in g if s.end > s.start]
-        ranked = rank_citable(items, line_texts(items, root), task.prompt, guided["cite_margin"])
+        ranked = rank_citable(items, line_texts(items, root), task.prompt, guided.param("CiteFromSeen", "margin"))
         listed = {
             "symbols-guided": ranked[:slots],
             "symbols-units": list(

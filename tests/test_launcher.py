@@ -16,14 +16,14 @@ from conftest import LauncherFactory
 from subagent_lab.agents import launcher as launcher_module
 from subagent_lab.agents.launch_io import plain_json
 from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
-from subagent_lab.config.agent_profile import AgentProfile
+from subagent_lab.config.agent_profile import AgentProfile, apply_overrides
 from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile
 from subagent_lab.core.loop import LoopSpec
 from subagent_lab.core.trace import RunEnded, RunStarted, TraceWriter, read_trace
 from subagent_lab.core.types import ConfigError
 from subagent_lab.models.scripted import ScriptedModel, final, tool_call
 from subagent_lab.config import build
-from subagent_lab.config.build import POLICY_FIELDS, SPEC_RENAMED, loop_spec
+from subagent_lab.config.build import SPEC_RENAMED, loop_spec
 from subagent_lab.scaffold.grace import Grace
 from subagent_lab.scaffold.require_evidence import RequireEvidence
 from subagent_lab.scaffold.require_tool_first import RequireToolFirst
@@ -215,9 +215,6 @@ def test_seed_and_temperature_overrides_reach_every_request(make_launcher: Launc
 NOT_LOOP_FIELDS = {
     RuntimeProfile: {
         "name", "description", "system_prompt", "tools", "model",
-        # tool settings, not loop limits (issue 10's scaffold work)
-        "tool_interface", "grep_max_matches", "read_window", "glob_max_results", "read_outline",
-        "show_layout", "task_paths",  # the child's first message, not a loop limit
         "model_overrides",  # applied to the profile before the spec is built
         "cost_budget_usd",  # the run's cost account (LoopDeps.cost, at its model's prices)
         "allow_model_fallback",  # LoopDeps: what the run does when another model answers
@@ -230,7 +227,7 @@ NOT_LOOP_FIELDS = {
 }  # fmt: skip
 """Profile fields that are neither loop limits nor policy parameters. A new profile field must reach
 the LoopSpec (same name, or ``build.SPEC_RENAMED``), be read by ``build.policies``
-(``POLICY_FIELDS``) or be listed here: a limit the builder silently drops is the bug this test
+(``POLICY_FIELDS``: the child's scaffold, the parent's two policy fields) or be listed here: a limit the builder silently drops is the bug this test
 exists for."""
 
 
@@ -245,6 +242,10 @@ def _differing(profile: Any, spec: LoopSpec) -> dict[str, tuple[Any, Any]]:
     return out
 
 
+POLICY_FIELDS = {"scaffold", "min_tool_calls", "grace_turn"}
+"""What ``build.policies`` (and ``loop_spec``'s observation sizes) read of a profile."""
+
+
 @pytest.mark.parametrize("kind", [RuntimeProfile, AgentProfile])
 def test_every_profile_field_is_a_loop_limit_or_declared_otherwise(kind: type) -> None:
     consumed = {f.name for f in dataclasses.fields(LoopSpec)} | set(SPEC_RENAMED) | POLICY_FIELDS
@@ -253,8 +254,11 @@ def test_every_profile_field_is_a_loop_limit_or_declared_otherwise(kind: type) -
 
 def test_one_spec_builder_carries_every_shared_field(config: LabConfig) -> None:
     model = ModelConfig(model="m", max_output_tokens=500, temperature=0.3, seed=11)
-    child = config.profile("explore").model_copy(
-        update={"min_tool_calls": 2, "require_grounded_evidence": True, "grace_turn": False}
+    child = apply_overrides(
+        RuntimeProfile,
+        config.profile("explore"),
+        {"min_tool_calls": 2, "require_grounded_evidence": True, "grace_turn": False},
+        where="test",
     )
     parent = AgentProfile(min_tool_calls=1, max_parallel_tools=3, max_repairs=1, max_steps=7)
     for profile in (child, parent):

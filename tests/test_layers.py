@@ -13,12 +13,16 @@ from pathlib import Path
 
 import pytest
 
+from subagent_lab.config.legacy import FLAT
+
 PACKAGE = Path(__file__).resolve().parent.parent / "subagent_lab"
 
 LAYERS: list[tuple[str, set[str]]] = [
     ("core", {"core"}),
+    # The aids are policies over core's hooks and the tools; configuration names them by class.
+    ("tools, workspace, scaffold", {"tools", "workspace", "scaffold"}),
     ("config", {"config"}),
-    ("tools, workspace, models, scaffold", {"tools", "workspace", "models", "scaffold"}),
+    ("models", {"models"}),
     # The embedded engine above the adapters it serves (its factory makes them; the call cache's
     # namespace reads its weight specs): models/ never imports local_models/.
     ("local models", {"local_models"}),
@@ -158,13 +162,9 @@ TOOL_ARGUMENTS = {"path", "line", "pattern"}
 SCHEMA_WORDS = {("contracts", "path"), ("contracts", "pattern"), ("evidence", "pattern")}
 """Where core spells an argument name for another reason: the ``path:line`` evidence format's regex
 group and the JSON schema keyword ``pattern``."""
-SCAFFOLD_FLAGS = {
-    "grace_turn", "min_tool_calls", "constrain_paths", "evidence_from_seen", "require_seen",
-    "require_grounded_evidence", "require_grounded", "finish_after_stale", "finish_after_reads",
-    "read_after_hits", "read_on", "first_search", "min_evidence", "max_evidence", "cite_anchors",
-    "cite_margin", "absence_check", "show_layout", "task_paths", "search_words", "retrieval_start",
-}  # fmt: skip
-"""The profile's scaffold fields (``scaffold.build`` reads them); core may not test any of them."""
+SCAFFOLD_FLAGS = {*FLAT, "require_grounded", "search_words", "scaffold", "policy"}
+"""The aids' old flat names (``config.legacy.FLAT``, one table), the scaffold itself and a policy's
+spec name: core may test none of them (it sees policies only through their hooks)."""
 
 
 def _code_strings(tree: ast.AST) -> list[str]:

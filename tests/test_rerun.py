@@ -15,7 +15,7 @@ from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
 from subagent_lab.api.rerun import recorded_start, split_rendered_task
 from subagent_lab.cli.main import main as cli_main
 from subagent_lab.config.profiles import LabConfig, ModelConfig
-from subagent_lab.config.scaffolds import PLAIN_FIELDS, SCAFFOLD_FIELDS
+from subagent_lab.config.scaffolds import PLAIN, Scaffold
 from subagent_lab.core.trace import RunStarted, TraceWriter, read_trace
 from subagent_lab.core.types import Message
 from subagent_lab.local_models import factory as factory_module
@@ -105,7 +105,7 @@ def test_rerun_changes_only_what_is_asked(config: LabConfig, workspace: Path, tm
     )
     before, after = _start(first.trace_path), _start(again.trace_path)
     assert after.budgets["max_steps"] == 2 and before.budgets["max_steps"] != 2
-    assert after.profile_fields["read_window"] == 30 and after.seed == 3
+    assert _ran(again.trace_path).observation.read_window == 30 and after.seed == 3
     changed = {k for k in before.profile_fields if before.profile_fields[k] != after.profile_fields[k]}
     assert changed == {"max_steps"}
     row = {"trace_path": again.trace_path}  # a sweep row works too
@@ -121,14 +121,16 @@ def test_another_model_runs_the_recorded_scaffold_unless_told_otherwise(
     tuned = config.profiles["explore"].model_copy(update={"model_overrides": {"light": {"read_window": 20}}})
     lab = config.model_copy(update={"profiles": {**config.profiles, "explore": tuned}})
     first = sl.explore("Where is login?", workspace, ScriptedModel(_script()), config=lab, runs_dir=tmp_path)
-    assert _start(first.trace_path).profile_fields["read_window"] == 20
+    assert _ran(first.trace_path).observation.read_window == 20
     on_main = sl.rerun(first, config=lab, runs_dir=tmp_path)
-    ran = _start(on_main.trace_path).profile_fields
-    recorded = _start(first.trace_path).profile_fields
-    assert ran["read_window"] == 20
-    assert {k: ran[k] for k in SCAFFOLD_FIELDS} == {k: recorded[k] for k in SCAFFOLD_FIELDS}
+    assert _ran(on_main.trace_path).observation.read_window == 20
+    assert _ran(on_main.trace_path) == _ran(first.trace_path)
     plain = sl.rerun(first, config=lab, runs_dir=tmp_path, scaffold="plain")
-    assert {k: _start(plain.trace_path).profile_fields[k] for k in SCAFFOLD_FIELDS} == PLAIN_FIELDS
+    assert _ran(plain.trace_path) == PLAIN
+
+
+def _ran(trace: str) -> Scaffold:
+    return Scaffold.model_validate(_start(trace).profile_fields["scaffold"])
 
 
 def test_split_rendered_task_inverts_render_task() -> None:

@@ -9,8 +9,9 @@ import pytest
 import yaml
 from conftest import REPO
 
+from subagent_lab.config.agent_profile import apply_overrides
 from subagent_lab.config.profiles import RuntimeProfile, load_config
-from subagent_lab.config.scaffolds import PLAIN_FIELDS, SCAFFOLD_FIELDS, scaffold_hash
+from subagent_lab.config.scaffolds import PLAIN, scaffold_hash
 from subagent_lab.core.types import ConfigError
 from subagent_lab.experiments.sweep import SweepSpec, plan_runs
 
@@ -28,41 +29,74 @@ def _write(tmp_path: Path, edit: dict) -> str:
     return str(path)
 
 
-def test_the_shipped_presets_resolve_every_scaffold_field() -> None:
+def test_the_shipped_presets_resolve_to_policy_lists() -> None:
     lab = load_config(REPO / "profiles.yaml", env={})
-    for name in ("plain", "aided", "light-tuned"):
-        fields = lab.scaffold(name).resolved()
-        assert set(fields) == SCAFFOLD_FIELDS
-    plain = lab.scaffold("plain").resolved()
-    assert plain == PLAIN_FIELDS
-    assert not plain["first_search"] and not plain["evidence_from_seen"] and not plain["finish_after_reads"]
-    assert scaffold_hash(lab.scaffold("aided").resolved()) != scaffold_hash(plain)
+    assert lab.scaffold("plain").scaffold == PLAIN
+    assert [name for name, _ in PLAIN.specs()] == ["SkipRepeated", "CiteFromSeen", "Grace"]
+    assert not PLAIN.param("CiteFromSeen", "constrain") and not PLAIN.has("FirstSearch")
+    aided = lab.scaffold("aided").scaffold
+    assert aided.param("CiteFromSeen", "margin") == 2 and aided.has("AbsenceCheck")
+    assert scaffold_hash(aided) != scaffold_hash(PLAIN)
+    # extends: symbols-units is symbols-guided with one parameter more, and nothing else
+    guided, units = lab.scaffold("symbols-guided").scaffold, lab.scaffold("symbols-units").scaffold
+    assert set(units.labels()) - set(guided.labels()) == {"CiteFromSeen.units=True"}
 
 
 def test_a_preset_overrides_a_models_own_tuning_so_both_models_run_one_scaffold() -> None:
     lab = load_config(REPO / "profiles.yaml", env={})
-    profile = lab.profile("explore")
+    profile = lab.profile("explore").model_copy(update={"model_overrides": {"light": {"read_window": 20}}})
     aided = lab.scaffold("aided").resolved()
     resolved = {}
     for choice in ("light", "main"):
         tuned = profile.model_overrides.get(choice, {})
-        run = RuntimeProfile.model_validate({**profile.model_dump(), **tuned, **aided})
-        resolved[choice] = {k: getattr(run, k) for k in SCAFFOLD_FIELDS}
-    assert resolved["light"] == resolved["main"] == aided
+        run = apply_overrides(RuntimeProfile, profile, tuned, aided, where="test")
+        resolved[choice] = run.scaffold
+    assert resolved["light"] == resolved["main"] == lab.scaffold("aided").scaffold
 
 
-def test_an_unknown_preset_or_field_is_a_config_error_naming_it(tmp_path: Path) -> None:
+def test_an_unknown_preset_policy_or_parameter_is_a_config_error_naming_it(tmp_path: Path) -> None:
     lab = load_config(REPO / "profiles.yaml", env={})
     with pytest.raises(ConfigError, match=r"unknown scaffold 'fancy'.*plain"):
         lab.scaffold("fancy")
-    bad = _write(tmp_path, {"scaffolds": {"mine": {"fields": {"max_steps": 3}}}})
-    with pytest.raises(ConfigError, match=r"scaffolds\.mine\.fields\.max_steps: not a scaffold field"):
+    bad = _write(tmp_path, {"scaffolds": {"mine": {"policies": ["Telepathy"]}}})
+    with pytest.raises(ConfigError, match=r"scaffolds\.mine: .*unknown policy 'Telepathy'; known: SymbolTools"):
         load_config(bad, env={})
-    wrong = _write(tmp_path, {"scaffolds": {"mine": {"fields": {"read_window": -1}}}})
-    with pytest.raises(ConfigError, match=r"scaffolds\.mine\.fields.*read_window"):
+    param = _write(tmp_path, {"scaffolds": {"mine": {"policies": [{"CiteFromSeen": {"margn": 2}}]}}})
+    with pytest.raises(ConfigError, match=r"scaffolds\.mine: .*CiteFromSeen\.margn: not a parameter.*margin"):
+        load_config(param, env={})
+    typed = _write(tmp_path, {"scaffolds": {"mine": {"policies": [{"RetrievalStart": {"k": "four"}}]}}})
+    with pytest.raises(ConfigError, match=r"scaffolds\.mine: .*RetrievalStart\.k: .*integer"):
+        load_config(typed, env={})
+    shared = _write(tmp_path, {"scaffolds": {"mine": {"policies": [{"RetrievalStart": {"max_evidence": 2}}]}}})
+    with pytest.raises(ConfigError, match=r"RetrievalStart\.max_evidence: set in CiteFromSeen\.max_evidence"):
+        load_config(shared, env={})
+    wrong = _write(tmp_path, {"scaffolds": {"mine": {"observation": {"read_window": -1}}}})
+    with pytest.raises(ConfigError, match=r"scaffolds\.mine: .*read_window"):
         load_config(wrong, env={})
+    loop = _write(tmp_path, {"scaffolds": {"a": {"extends": "b"}, "b": {"extends": "a"}}})
+    with pytest.raises(ConfigError, match=r"scaffolds\.a\.extends: a circle"):
+        load_config(loop, env={})
+    nowhere = _write(tmp_path, {"scaffolds": {"a": {"extends": "zzz"}}})
+    with pytest.raises(ConfigError, match=r"scaffolds\.a\.extends: unknown preset 'zzz'"):
+        load_config(nowhere, env={})
     with pytest.raises(ConfigError, match=r"scaffolds\.plain: built in"):
-        load_config(_write(tmp_path, {"scaffolds": {"plain": {"fields": {}}}}), env={})
+        load_config(_write(tmp_path, {"scaffolds": {"plain": {}}}), env={})
+
+
+def test_a_profile_names_its_scaffold_or_writes_it_in_place(tmp_path: Path) -> None:
+    raw = yaml.safe_load((REPO / "profiles.yaml").read_text())
+    profiles = raw["profiles"]
+    for prof in profiles.values():
+        prof["system_prompt_file"] = str(REPO / prof["system_prompt_file"])
+    profiles["plan"]["scaffold"] = [{"RequireToolFirst": {"n": 2}}, "PathsFromSeen"]
+    profiles["verification"]["scaffold"] = {"extends": "aided", "policies": [{"AbsenceCheck": False}]}
+    lab = load_config(_write(tmp_path, {"profiles": profiles}), env={})
+    plan, check = lab.profile("plan").scaffold, lab.profile("verification").scaffold
+    assert plan.param("RequireToolFirst", "n") == 2 and plan.has("Grace")  # over plain
+    assert not check.has("AbsenceCheck") and check.param("CiteFromSeen", "anchors")
+    profiles["plan"]["scaffold"] = "nope"
+    with pytest.raises(ConfigError, match=r"profiles\.plan\.scaffold: unknown preset 'nope'"):
+        load_config(_write(tmp_path, {"profiles": profiles}), env={})
 
 
 def test_grammar_only_aids_run_as_checks_on_an_endpoint_without_constrained_output(tmp_path: Path) -> None:
@@ -70,11 +104,11 @@ def test_grammar_only_aids_run_as_checks_on_an_endpoint_without_constrained_outp
     models = raw["models"]
     models["main"]["constrain_output"] = False
     lab = load_config(_write(tmp_path, {"models": models}), env={})
-    grammar, checked = lab.grammar_aids(lab.scaffold("aided").resolved(), "main")
-    assert grammar == [] and "evidence_from_seen" in checked  # no longer refused: checked instead
-    assert lab.grammar_aids(lab.scaffold("plain").resolved(), "main") == ([], [])
-    grammar, checked = lab.grammar_aids(lab.scaffold("aided").resolved(), "light")  # light has a grammar
-    assert checked == [] and "evidence_from_seen" in grammar
+    grammar, checked = lab.grammar_aids(lab.scaffold("aided").scaffold, "main")
+    assert grammar == [] and "CiteFromSeen.constrain" in checked  # no longer refused: checked instead
+    assert lab.grammar_aids(lab.scaffold("plain").scaffold, "main") == ([], [])
+    grammar, checked = lab.grammar_aids(lab.scaffold("aided").scaffold, "light")  # light has a grammar
+    assert checked == [] and "CiteFromSeen.constrain" in grammar
 
 
 def test_a_sweep_plans_every_model_under_every_preset_and_names_it(tmp_path: Path) -> None:
@@ -105,7 +139,7 @@ def test_a_launch_runs_grammar_only_aids_as_checks_without_a_grammar(tmp_path: P
     )
     aided = lab.scaffold("aided").resolved()
     checked = launcher.launch(SubagentRequest(task="Where is login?", model="light", overrides=aided))
-    assert checked.terminal_reason != "crashed" and "constrain_paths" in checked.aids_checked
+    assert checked.terminal_reason != "crashed" and "PathsFromSeen" in checked.aids_checked
     plain = lab.scaffold("plain").resolved()
     result = launcher.launch(SubagentRequest(task="Where is login?", model="light", overrides=plain))
     assert result.terminal_reason == "completed"

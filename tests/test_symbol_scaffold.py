@@ -17,7 +17,9 @@ from subagent_lab.agents.launch_io import render_task
 from subagent_lab.agents.launcher import SubagentRequest
 from subagent_lab.bench.scoring import context_from_trace
 from subagent_lab.config.profiles import SYMBOL_TOOLS, LabConfig, RuntimeProfile, load_config
-from subagent_lab.config.scaffolds import PLAIN_FIELDS, SCAFFOLD_FIELDS, scaffold_hash
+from subagent_lab.config.legacy import legacy_hash
+from subagent_lab.config.scaffolds import PLAIN, Scaffold
+from subagent_lab.scaffold.specs import ORDER
 from subagent_lab.core.context import estimate_text
 from subagent_lab.core.evidence import seen_check
 from subagent_lab.core.policy import FINISH, ActionMenu, RunContext, TaskShape, policy_names
@@ -94,7 +96,7 @@ def test_a_profile_may_list_the_symbol_tools_and_still_no_writer() -> None:
         _base(tools=("Read", "Find"), tool_interface="full")
     with pytest.raises(ValidationError, match=r"simple' only"):
         _base(symbol_tools=True, tool_interface="full")
-    with pytest.raises(ValidationError, match=r"repo_map_tokens"):
+    with pytest.raises(ValidationError, match=r"RepoMap\.tokens"):
         _base(repo_map_tokens=-1)
 
 
@@ -138,7 +140,7 @@ def test_the_repo_map_policy_puts_a_budgeted_map_in_the_first_message_and_marks_
 
 
 def test_the_builder_places_the_repo_map_right_after_task_shaping(config: LabConfig) -> None:
-    assert build.ORDER.index(RepoMap) == build.ORDER.index(TaskShaping) + 1
+    assert ORDER.index(RepoMap) == ORDER.index(TaskShaping) + 1
     profile = _base(**_symbols(config))
     names = policy_names(build.policies(profile))
     assert names[names.index("task_shaping") + 1] == "repo_map"
@@ -169,11 +171,6 @@ def test_the_tool_guide_describes_only_the_structure_tools_held_after_the_map(
     names = policy_names(build.policies(guided))
     assert names[names.index("repo_map") + 1] == "tool_guide"
     assert "tool_guide" not in policy_names(build.policies(_base(**_symbols(config))))
-    # The new field is hash-neutral: `symbols` hashes as it did when its rows were recorded.
-    assert {**_symbols(config), "tool_guide": False} == _symbols(config)
-    assert scaffold_hash(_symbols(config)) == scaffold_hash(
-        {k: v for k, v in _symbols(config).items() if k != "tool_guide"}
-    )
 
 
 def test_paths_from_seen_holds_outline_to_shown_paths_as_it_holds_read() -> None:
@@ -246,7 +243,8 @@ def test_a_launch_under_the_symbols_preset_finds_outlines_and_cites_units_it_was
     [start] = [e for e in read_trace(result.trace_path) if isinstance(e, RunStarted)]
     assert start.tools == ["Read", "Grep", "Glob", *SYMBOL_TOOLS]
     assert start.policies.index("repo_map") == start.policies.index("task_shaping") + 1
-    assert start.profile_fields["repo_map_tokens"] == 600 and start.profile_fields["symbol_tools"] is True
+    ran = Scaffold.model_validate(start.profile_fields["scaffold"])
+    assert ran.param("RepoMap", "tokens") == 600 and ran.has("SymbolTools")
     # The map's units are in the trace, so the scorer holds the answer to the rule the loop held it
     # to: the map-only header (views.py:4, never shown by a tool) is seen, its body and a line
     # outside it are not.
@@ -264,16 +262,12 @@ def test_plain_and_aided_resolve_as_before_and_launch_without_map_or_symbol_tool
     with (REPO / "benchmarks" / "results" / "baseline.csv").open() as fh:
         recorded = {row["scaffold"]: row["scaffold_hash"] for row in csv.DictReader(fh)}
     for name in ("plain", "aided"):
-        fields = lab.scaffold(name).resolved()
-        assert set(fields) == SCAFFOLD_FIELDS
-        assert (fields["symbol_tools"], fields["repo_map_tokens"]) == (False, 0)
-        assert scaffold_hash(fields) == recorded[name]  # rows recorded before these fields existed
-    assert lab.scaffold("plain").resolved() == PLAIN_FIELDS
-    symbols = _symbols(lab)
-    assert {k: v for k, v in symbols.items() if lab.scaffold("aided").resolved()[k] != v} == {
-        "symbol_tools": True,
-        "repo_map_tokens": 600,
-    }
+        scaffold = lab.scaffold(name).scaffold
+        assert not scaffold.has("SymbolTools") and not scaffold.has("RepoMap")
+        assert legacy_hash(scaffold) == recorded[name]  # rows recorded before specs: the legacy mapper
+    assert lab.scaffold("plain").scaffold == PLAIN
+    symbols, aided = lab.scaffold("symbols").scaffold, lab.scaffold("aided").scaffold
+    assert set(symbols.labels()) - set(aided.labels()) == {"SymbolTools", "RepoMap", "RepoMap.tokens=600"}
     launcher, model = make_launcher(
         [
             tool_call("Grep", pattern="check_password", path="."),
@@ -310,10 +304,8 @@ def test_symbols_units_lists_and_allows_the_units_the_structure_tools_showed_in_
         ]
     )
     overrides = config.scaffold("symbols-units").resolved()
-    assert (
-        overrides["cite_units"] is True
-        and config.scaffold("symbols-guided").resolved()["cite_units"] is False
-    )
+    assert config.scaffold("symbols-units").scaffold.param("CiteFromSeen", "units") is True
+    assert config.scaffold("symbols-guided").scaffold.param("CiteFromSeen", "units") is False
     result = launcher.launch(SubagentRequest(task=TASK, overrides=overrides))
     assert result.status == "completed" and result.contract is not None, result.detail
     assert result.contract["evidence"] == answer["evidence"]

@@ -17,7 +17,8 @@ from subagent_lab.agents.launch_io import plain_json
 from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest, SubagentResult
 from subagent_lab.api.runs import ConfigArg, ModelArg, as_choice, as_config, factory_for, runs_root
 from subagent_lab.api.views import RunLike, trace_of
-from subagent_lab.config.scaffolds import SCAFFOLD_FIELDS
+from subagent_lab.config.legacy import upgrade_fields
+from subagent_lab.config.scaffolds import BASE
 from subagent_lab.core.trace import RunStarted, read_trace
 from subagent_lab.core.types import Message, ModelChoice
 
@@ -57,7 +58,7 @@ def recorded_start(trace: str | Path) -> RecordedStart:
         raise ValueError(f"{trace}: no run_started event; this is not a run trace")
     if start.request_task is not None:
         task, context = start.request_task, start.request_context
-        fields = dict(start.profile_fields)
+        fields = upgrade_fields(start.profile_fields, BASE)  # an older trace's flat scaffold fields
     else:  # written before the request was recorded
         task, context = split_rendered_task(start.task)
         fields = {k: int(v) if k in _INT_BUDGETS else v for k, v in start.budgets.items()}
@@ -176,7 +177,7 @@ def _scaffold(
     wanted = (
         launcher.config.scaffold(preset).resolved()
         if preset is not None
-        else {k: v for k, v in start.profile_fields.items() if k in SCAFFOLD_FIELDS}
+        else {k: v for k, v in start.profile_fields.items() if k == "scaffold"}
     )
     profile = launcher.config.profile(start.profile)
     today = launcher.resolve_profile(

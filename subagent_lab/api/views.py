@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from subagent_lab.config.scaffolds import SCAFFOLD_FIELDS, scaffold_hash
+from subagent_lab.config.legacy import scaffold_of_fields
+from subagent_lab.config.scaffolds import BASE, Scaffold, scaffold_hash
 
 if TYPE_CHECKING:
     import ipywidgets
@@ -159,17 +160,17 @@ def compare(a: RunLike, b: RunLike, labels: tuple[str, str] | None = None) -> ip
     left, right = trace_of(a), trace_of(b)
     if labels:
         return side_by_side(left, right, labels=list(labels))
-    fa, fb = _scaffold_fields(left), _scaffold_fields(right)
-    moved = sorted(k for k in SCAFFOLD_FIELDS if fa.get(k) != fb.get(k))
+    fa, fb = set(_scaffold_of(left).labels()), set(_scaffold_of(right).labels())
+    moved = sorted(fa ^ fb)
     note = "same scaffold" if not moved else "scaffold differs: " + ", ".join(moved)
     return side_by_side(left, right, labels=[f"{_label(left)} · {note}", f"{_label(right)} · {note}"])
 
 
-def _scaffold_fields(path: Path) -> dict[str, object]:
+def _scaffold_of(path: Path) -> Scaffold:
     from subagent_lab.widgets.records import run_view
 
     start = run_view(path).start
-    return {k: v for k, v in (start.profile_fields if start else {}).items() if k in SCAFFOLD_FIELDS}
+    return scaffold_of_fields(start.profile_fields if start else {}, BASE)
 
 
 def _label(path: Path) -> str:
@@ -179,6 +180,6 @@ def _label(path: Path) -> str:
     if view.start is None:
         return path.stem
     again = " · re-run" if view.start.rerun_of else ""
-    scaffold = scaffold_hash(_scaffold_fields(path))
+    scaffold = scaffold_hash(_scaffold_of(path))
     start = view.start
     return f"{start.profile} · {start.model_used} · scaffold {scaffold} · {view.terminal_reason}{again}"

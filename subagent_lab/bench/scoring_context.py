@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from subagent_lab.config.legacy import scaffold_of_fields
+from subagent_lab.config.scaffolds import PLAIN
 from subagent_lab.core.trace import Event, PromptAdded, RunStarted, ToolFinished, read_trace
 from subagent_lab.core.types import Span
 
@@ -65,7 +67,9 @@ def context_from_events(events: Iterable[Event], *, require_seen: bool | None = 
             seen += spans
             outputs.append(ToolOutput(event.text, tuple(spans)))
     if require_seen is None:
-        require_seen = bool(profile.get("evidence_from_seen") or profile.get("require_seen"))
+        scaffold = scaffold_of_fields(profile, PLAIN)  # an older trace: its flat fields
+        held = scaffold.param("CiteFromSeen", "constrain") or scaffold.param("RequireEvidence", "seen")
+        require_seen = bool(profile) and bool(held)
     return ScoringContext(
         harness_texts=tuple(texts), seen=tuple(seen), require_seen=require_seen, tool_outputs=tuple(outputs)
     )

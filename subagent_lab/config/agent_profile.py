@@ -33,10 +33,18 @@ def apply_overrides(
 ) -> M:
     """``base`` with each of ``layers`` merged over it in turn, validated as ``kind``: the one
     merge-and-validate step of profiles, per-model tuning and overrides. A bad value is a
-    ConfigError that starts with ``where`` and names each field."""
+    ConfigError that starts with ``where`` and names each field. A kind with a ``fold`` step (a child
+    profile's scaffold keys) folds each layer before the next: a later layer's scaffold replaces an
+    earlier layer's flat scaffold keys, as a later layer's field replaces an earlier one's."""
     merged = base.model_dump() if isinstance(base, BaseModel) else dict(base)
+    fold = getattr(kind, "fold", None)
     for layer in layers:
         merged.update(layer)
+        if fold is not None and layer:
+            try:
+                merged = fold(merged)
+            except ValueError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
     try:
         return kind.model_validate(merged)
     except ValidationError as exc:

@@ -135,5 +135,13 @@ def scaffold_of_fields(fields: Mapping[str, Any], base: Scaffold) -> Scaffold:
     """The scaffold a trace's recorded profile fields ran: a ``scaffold`` entry (specs), or the
     flat fields of an older trace folded over ``base``."""
     scaffold = fold(fields, base)["scaffold"]
-    assert isinstance(scaffold, Scaffold)
-    return scaffold
+    return scaffold if isinstance(scaffold, Scaffold) else Scaffold.model_validate(scaffold)
+
+
+def upgrade_fields(fields: Mapping[str, Any], base: Scaffold) -> dict[str, Any]:
+    """A trace's recorded profile fields with an older trace's flat scaffold fields folded into
+    ``scaffold`` (as JSON); fields that name no scaffold key are returned as they are."""
+    if not any(is_scaffold_key(k) for k in fields):
+        return dict(fields)
+    folded = fold(fields, base)
+    return {**folded, "scaffold": folded["scaffold"].model_dump(mode="json")}

@@ -119,6 +119,13 @@ class RuntimeProfile(_Frozen):
         ``scaffold`` (``apply_overrides`` folds each layer in turn)."""
         return legacy.fold(raw, BASE)
 
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> RuntimeProfile:
+        """A copy; with ``update``, validated as a profile is (its scaffold keys folded in), not
+        pydantic's unchecked copy: a profile is never a state that validation would refuse."""
+        if not update:
+            return super().model_copy(deep=deep)
+        return type(self).model_validate({**self.model_dump(), **update})
+
     @model_validator(mode="after")
     def _invariants(self) -> RuntimeProfile:
         forbidden = sorted(set(self.tools) & FORBIDDEN_IN_SUBAGENTS)
@@ -188,8 +195,8 @@ class NamedScaffold:
     scaffold: Scaffold
 
     def resolved(self) -> dict[str, Any]:
-        """The preset as profile fields: an override layer that replaces a profile's scaffold."""
-        return {"scaffold": self.scaffold}
+        """The preset as profile fields (JSON): an override layer that replaces a profile's scaffold."""
+        return {"scaffold": self.scaffold.model_dump(mode="json")}
 
 
 def _preset(where: str, raw: Any) -> ScaffoldPreset:

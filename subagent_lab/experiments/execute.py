@@ -16,7 +16,7 @@ from subagent_lab.analysis.metrics import child_metrics
 from subagent_lab.bench.scoring import context_from_trace, score_run
 from subagent_lab.config.parsed import parsed_config
 from subagent_lab.config.profiles import LabConfig, ModelConfig
-from subagent_lab.config.scaffolds import SCAFFOLD_FIELDS, scaffold_hash
+from subagent_lab.config.scaffolds import scaffold_hash
 from subagent_lab.core.model import Model
 from subagent_lab.core.trace import Redactor, read_trace
 from subagent_lab.core.types import ModelChoice
@@ -40,10 +40,10 @@ def _caching_factory(
 
 
 def _preset_named(lab: LabConfig, ran: str) -> str:
-    """The preset whose every scaffold field the run ran (by hash), else ``profile``: a run that
-    named no preset but ran one exactly is that preset's run."""
+    """The preset whose scaffold the run ran (by hash), else ``profile``: a run that named no
+    preset but ran one exactly is that preset's run."""
     names = ["plain", *lab.scaffolds]
-    return next((n for n in names if scaffold_hash(lab.scaffold(n).resolved()) == ran), "profile")
+    return next((n for n in names if scaffold_hash(lab.scaffold(n).scaffold) == ran), "profile")
 
 
 def execute_run(run: RunSpec, model_factory: ModelFactory | None = None) -> dict[str, Any]:
@@ -81,13 +81,13 @@ def execute_run(run: RunSpec, model_factory: ModelFactory | None = None) -> dict
         folded = child_metrics(events) if events is not None else None
         row = result_row(run, result.model_dump(mode="json"), score.model_dump(mode="json") if score else {})
         row.update(origin_columns(events or []))
-        ran = scaffold_hash({k: getattr(profile, k) for k in sorted(SCAFFOLD_FIELDS)})
+        ran = scaffold_hash(profile.scaffold)
         # The retrieval floor holds the symbol tools whatever the preset (its definition), so its
         # run is labelled by the preset it was asked under: the floor of that scaffold's models.
         asked = ran
         if run.model == "retrieval" and run.scaffold is None:
             as_none = launcher.resolve_profile(request.model_copy(update={"model": "none"}))
-            asked = scaffold_hash({k: getattr(as_none, k) for k in sorted(SCAFFOLD_FIELDS)})
+            asked = scaffold_hash(as_none.scaffold)
         row.update(
             max_steps=profile.max_steps,
             context_token_budget=profile.context_token_budget,

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from subagent_lab.core.evidence import MAX_EVIDENCE_CHOICES, constrain_evidence, evidence_choices
 from subagent_lab.core.policy import CallResult, Policy, RunView
@@ -131,11 +133,11 @@ class CiteFromSeen(Policy):
     """The grammar limits the evidence items to seen lines (``evidence_from_seen``)."""
     anchors: bool = False
     """Only the citable lines, ranked (``cite_anchors``)."""
-    margin: int | None = None
+    margin: Annotated[int, Field(ge=0, le=20)] | None = None
     """With ``anchors``: list and allow only the lines scoring within this many points of the best
     (``ranking.rank_citable``); None lists the best ``CITABLE_LISTED`` of all."""
-    min_evidence: int = 0
-    max_evidence: int = 6
+    min_evidence: Annotated[int, Field(ge=0, le=10)] = 0
+    max_evidence: Annotated[int, Field(ge=1, le=50)] = 6
     units: bool = False
     """Once a structure tool showed a unit, list and allow the units shown (``cite_units``) instead
     of lines: a function whole, a class by its header line, in the order the tools showed them, never

@@ -4,6 +4,9 @@ without a model call)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import Field
 
 from subagent_lab.core.policy import FINISH, ActionMenu, Policy, RunView
 
@@ -12,9 +15,9 @@ from subagent_lab.core.policy import FINISH, ActionMenu, Policy, RunView
 class FinishWhen(Policy):
     """``finish_after_stale`` / ``finish_after_reads`` (0: never)."""
 
-    stale: int = 0
+    stale: Annotated[int, Field(ge=0)] = 0
     """After this many consecutive stale turns."""
-    reads: int = 0
+    reads: Annotated[int, Field(ge=0, le=50)] = 0
     """After this many executed Reads (a small model's next action after its Read tends to repeat
     it; docs/design.md)."""
     name = "finish_when"

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Annotated
+
+from pydantic import Field
 
 from subagent_lab.core.policy import ActionMenu, Policy, RunContext, RunView
 from subagent_lab.tools.search_words import task_search_words
@@ -13,7 +16,7 @@ class FirstSearch(Policy):
     """``first_search``: the 0.5B model opens with a Glob, the task's sentence or the package's
     name; a first search for one of the task's names finds the code (``tools/search_words.py``)."""
 
-    n: int = 1
+    n: Annotated[int, Field(ge=1, le=10)] = 1
     """How many of the task's names the first Grep may choose from."""
     name = "first_search"
     _words: tuple[str, ...] = field(default=(), init=False)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Annotated
+
+from pydantic import Field
 
 from subagent_lab.core.policy import CallResult, Policy, RunView
 from subagent_lab.core.tool import READ_LEAD
@@ -22,7 +25,7 @@ def window_end(outcome: ToolOutcome) -> tuple[str, int] | None:
 class ReadOn(Policy):
     """``read_on``: a small model that asks for the same lines again wants to see more of them."""
 
-    n: int = 1
+    n: Annotated[int, Field(ge=1, le=20)] = 1
     """Read-ons per run at most."""
     name = "read_on"
     _windows: dict[str, tuple[str, int]] = field(default_factory=dict, init=False)

@@ -9,6 +9,9 @@ an answer citing a unit the map listed is held to the same rule as one citing a 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import Field
 
 from subagent_lab.core.policy import Policy, RunContext, TaskShape
 from subagent_lab.core.tool import ToolError
@@ -25,7 +28,7 @@ MAP_HEAD = (
 class RepoMap(Policy):
     """``repo_map_tokens``: the map's budget in estimated tokens (its head line not counted)."""
 
-    tokens: int = 600
+    tokens: Annotated[int, Field(ge=1)] = 600
     name = "repo_map"
 
     def shape_task(self, ctx: RunContext, shape: TaskShape) -> None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import Field
 
 from subagent_lab.core.policy import FINISH, ActionMenu, Policy, RunView
 
@@ -16,7 +19,7 @@ NUDGE_PROMPT = (
 class RequireToolFirst(Policy):
     """``min_tool_calls``: small models answer blind unless made to call a tool first."""
 
-    n: int = 1
+    n: Annotated[int, Field(ge=1)] = 1
     name = "require_tool_first"
 
     def narrow(self, run: RunView, menu: ActionMenu) -> None:

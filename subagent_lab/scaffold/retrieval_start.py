@@ -18,7 +18,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
+
+from pydantic import Field
 
 from subagent_lab.core.evidence import constrain_evidence
 from subagent_lab.core.policy import HARNESS_CALL, CallResult, Policy, RunView
@@ -100,7 +102,7 @@ class RetrievalStart(Policy):
     candidates (and whose evidence settings it takes), and before ``AbsenceCheck``, whose "no"
     empties them."""
 
-    k: int = 4
+    k: Annotated[int, Field(ge=1, le=8)] = 4
     constrain: bool = True
     """The grammar offers only the candidates and the own calls' listed items."""
     min_evidence: int = 0

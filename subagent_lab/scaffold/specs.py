@@ -88,7 +88,7 @@ def settable(cls: type[Policy]) -> dict[str, Any]:
 
 @cache
 def _adapter(cls: type[Policy], param: str) -> TypeAdapter[Any]:
-    return TypeAdapter(typing.get_type_hints(cls)[param])
+    return TypeAdapter(typing.get_type_hints(cls, include_extras=True)[param])
 
 
 def check_params(name: str, params: Mapping[str, Any]) -> dict[str, Any]:

@@ -3,17 +3,24 @@ aids are refused where no grammar is sent, and sweeps record which preset ran.""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import REPO
 
+from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
 from subagent_lab.config.agent_profile import apply_overrides
 from subagent_lab.config.profiles import RuntimeProfile, load_config
 from subagent_lab.config.scaffolds import PLAIN, scaffold_hash
+from subagent_lab.core.policy import FINISH, Policy, RunContext, TaskShape
+from subagent_lab.core.trace import RunStarted, read_trace
 from subagent_lab.core.types import ConfigError
 from subagent_lab.experiments.sweep import SweepSpec, plan_runs
+from subagent_lab.models.scripted import ScriptedModel, final, tool_call
+from subagent_lab.scaffold import specs
+from subagent_lab.scaffold.task_shaping import TaskShaping
 
 
 def _write(tmp_path: Path, edit: dict) -> str:
@@ -157,3 +164,63 @@ def test_rows_count_harness_taken_actions_apart_from_model_steps(tmp_path: Path)
     assert row["forced_actions"] >= 1
     assert row["model_steps"] + row["forced_actions"] == row["steps"]
     assert "finish_when" in row["policies"] or "finish" in row["policies"]
+
+
+@dataclass
+class Banner(Policy):
+    """A new aid, as a test writes one: a line at the end of the child's first message."""
+
+    text: str = "hello"
+    name = "banner"
+
+    def shape_task(self, ctx: RunContext, shape: TaskShape) -> None:
+        shape.sections.append(f"Banner: {self.text}")
+
+
+def test_adding_an_aid_is_one_file_and_one_place_in_the_order(
+    tmp_path: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The one place: after TaskShaping in ORDER. Nothing else names the new aid: no profile field,
+    # no list of flags, no preset copied; profiles.yaml names it by class with its parameter.
+    order = list(specs.ORDER)
+    order.insert(order.index(TaskShaping) + 1, Banner)
+    monkeypatch.setattr(specs, "ORDER", order)
+    shipped = yaml.safe_load((REPO / "profiles.yaml").read_text())["scaffolds"]
+    banner = {"extends": "aided", "policies": [{"Banner": {"text": "hi"}}]}
+    path = _write(tmp_path, {"scaffolds": {**shipped, "bannered": banner}})
+    lab = load_config(path, env={})
+    assert lab.scaffold("bannered").scaffold.param("Banner", "text") == "hi"
+    model = ScriptedModel([tool_call("Grep", pattern="login", path="."), tool_call(FINISH), final({"found": "yes"}),
+                           final({"status": "completed", "summary": "s", "findings": ["f"], "evidence": ["app/auth.py:4"],
+                                  "unresolved_questions": []})])  # fmt: skip
+    launcher = SubagentLauncher(lab, workspace, model_factory=lambda c, cfg: model, trace_dir=tmp_path)
+    result = launcher.launch(SubagentRequest(task="Where is login?", overrides=lab.scaffold("bannered").resolved()))
+    assert "Banner: hi" in str(model.requests[0].messages[1].content)
+    assert result.policies.index("banner") == result.policies.index("task_shaping") + 1
+    [start] = [e for e in read_trace(result.trace_path) if isinstance(e, RunStarted)]
+    assert {"policy": "Banner", "params": {"text": "hi"}} in start.profile_fields["scaffold"]["policies"]
+    # and a sweep override addresses its parameter
+    tuned = launcher.resolve_profile(
+        SubagentRequest(task="-", overrides={**lab.scaffold("bannered").resolved(), "Banner.text": "yo"})
+    )
+    assert tuned.scaffold.param("Banner", "text") == "yo"
+
+
+def test_old_flat_profiles_load_through_the_legacy_mapper_as_the_same_scaffolds(tmp_path: Path) -> None:
+    """The profiles.yaml of 574c9e3 (flat aid fields, presets as flat `fields:`) resolves to the very
+    scaffolds the spec lists of today's file resolve to: every profile and every preset."""
+    old = yaml.safe_load((REPO / "tests" / "fixtures" / "profiles-flat-574c9e3.yaml").read_text())
+    for prof in old["profiles"].values():
+        prof["system_prompt_file"] = str(REPO / prof["system_prompt_file"])
+    (tmp_path / "old.yaml").write_text(yaml.safe_dump(old))
+    then, now = load_config(tmp_path / "old.yaml", env={}), load_config(REPO / "profiles.yaml", env={})
+    assert set(then.scaffolds) == set(now.scaffolds)
+    for name in ("plain", "base", *now.scaffolds):
+        assert then.scaffold(name).scaffold == now.scaffold(name).scaffold, name
+    for name, profile in now.profiles.items():
+        assert then.profile(name).scaffold == profile.scaffold, name
+    # flat keys still address the scaffold in an override, in the order written
+    explore = apply_overrides(RuntimeProfile, now.profile("explore"), {"cite_margin": 3, "absence_check": False},
+                              {"read_window": 12}, where="test")  # fmt: skip
+    assert explore.scaffold.param("CiteFromSeen", "margin") == 3 and not explore.scaffold.has("AbsenceCheck")
+    assert explore.scaffold.observation.read_window == 12

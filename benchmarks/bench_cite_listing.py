@@ -62,7 +62,9 @@ def main() -> int:
         groups = [list(o.spans) for o in observations]
         items = citable(groups)
         units = [s for g in groups for s in g if s.end > s.start]
-        ranked = rank_citable(items, line_texts(items, root), task.prompt, guided.param("CiteFromSeen", "margin"))
+        ranked = rank_citable(
+            items, line_texts(items, root), task.prompt, guided.param("CiteFromSeen", "margin")
+        )
         listed = {
             "symbols-guided": ranked[:slots],
             "symbols-units": list(

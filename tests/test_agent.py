@@ -15,12 +15,12 @@ from conftest import REPO
 from subagent_lab.agents.parent import MainAgent, MainRunResult
 from subagent_lab.agents.result import gate_passes
 from subagent_lab.config.agent_profile import AgentProfile
+from subagent_lab.config.build import loop_spec, policies
 from subagent_lab.config.profiles import LabConfig, load_config
 from subagent_lab.core.tool import ToolDeniedError, ToolError
 from subagent_lab.core.trace import ModelCalled, PromptAdded, RunEnded, RunStarted, SubagentEvent, read_trace
 from subagent_lab.core.types import ModelRequest, ModelResponse
 from subagent_lab.models.scripted import ScriptedModel, Turn, final, tool_call, tool_calls
-from subagent_lab.config.build import loop_spec, policies
 from subagent_lab.scaffold.require_tool_first import RequireToolFirst
 from subagent_lab.tools import edit as edit_module
 from subagent_lab.tools.bash import bash, classify_command

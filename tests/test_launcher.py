@@ -16,14 +16,14 @@ from conftest import LauncherFactory
 from subagent_lab.agents import launcher as launcher_module
 from subagent_lab.agents.launch_io import plain_json
 from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
+from subagent_lab.config import build
 from subagent_lab.config.agent_profile import AgentProfile, apply_overrides
+from subagent_lab.config.build import SPEC_RENAMED, loop_spec
 from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile
 from subagent_lab.core.loop import LoopSpec
 from subagent_lab.core.trace import RunEnded, RunStarted, TraceWriter, read_trace
 from subagent_lab.core.types import ConfigError
 from subagent_lab.models.scripted import ScriptedModel, final, tool_call
-from subagent_lab.config import build
-from subagent_lab.config.build import SPEC_RENAMED, loop_spec
 from subagent_lab.scaffold.grace import Grace
 from subagent_lab.scaffold.require_evidence import RequireEvidence
 from subagent_lab.scaffold.require_tool_first import RequireToolFirst
@@ -227,8 +227,8 @@ NOT_LOOP_FIELDS = {
 }  # fmt: skip
 """Profile fields that are neither loop limits nor policy parameters. A new profile field must reach
 the LoopSpec (same name, or ``build.SPEC_RENAMED``), be read by ``build.policies``
-(``POLICY_FIELDS``: the child's scaffold, the parent's two policy fields) or be listed here: a limit the builder silently drops is the bug this test
-exists for."""
+(``POLICY_FIELDS``: the child's scaffold, the parent's two policy fields) or be listed here: a
+limit the builder silently drops is the bug this test exists for."""
 
 
 def _differing(profile: Any, spec: LoopSpec) -> dict[str, tuple[Any, Any]]:

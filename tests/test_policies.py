@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from subagent_lab.config import build
 from subagent_lab.config.agent_profile import AgentProfile
 from subagent_lab.config.profiles import LabConfig, ModelConfig
 from subagent_lab.core.contracts import contract_schema
@@ -26,7 +27,6 @@ from subagent_lab.core.policy import (
 )
 from subagent_lab.core.tool import Tool
 from subagent_lab.core.types import LimitReached, Span, ToolCall, ToolOutcome
-from subagent_lab.config import build
 from subagent_lab.scaffold.absence_check import ABSENT_PROMPT, CHECK_SCHEMA, AbsenceCheck
 from subagent_lab.scaffold.cite_from_seen import CiteFromSeen
 from subagent_lab.scaffold.finish_when import FinishWhen

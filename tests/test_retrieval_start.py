@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest, SubagentResult
 from subagent_lab.analysis.evidence_origin import evidence_origin
 from subagent_lab.bench.scoring import context_from_trace
+from subagent_lab.config import build
 from subagent_lab.config.profiles import LabConfig, RuntimeProfile, load_config
 from subagent_lab.config.scaffolds import scaffold_hash
 from subagent_lab.core.policy import FINISH, HARNESS_CALL, policy_names
@@ -25,7 +26,6 @@ from subagent_lab.core.trace import ModelCalled, PromptAdded, RunEnded, ToolFini
 from subagent_lab.experiments.rows import ORIGIN_COLUMNS, origin_columns
 from subagent_lab.models.baseline import BaselineModel
 from subagent_lab.models.scripted import ScriptedModel, final, tool_call, tool_calls
-from subagent_lab.config import build
 from subagent_lab.scaffold.retrieval_start import PURPOSE, RetrievalStart, parse_candidates
 from subagent_lab.tools.symbols.index import index_for
 from subagent_lab.tools.symbols.retrieve import RetrievedUnit, code_names, retrieve

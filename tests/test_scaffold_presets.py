@@ -66,7 +66,9 @@ def test_an_unknown_preset_policy_or_parameter_is_a_config_error_naming_it(tmp_p
     with pytest.raises(ConfigError, match=r"unknown scaffold 'fancy'.*plain"):
         lab.scaffold("fancy")
     bad = _write(tmp_path, {"scaffolds": {"mine": {"policies": ["Telepathy"]}}})
-    with pytest.raises(ConfigError, match=r"scaffolds\.mine: .*unknown policy 'Telepathy'; known: SymbolTools"):
+    with pytest.raises(
+        ConfigError, match=r"scaffolds\.mine: .*unknown policy 'Telepathy'; known: SymbolTools"
+    ):
         load_config(bad, env={})
     param = _write(tmp_path, {"scaffolds": {"mine": {"policies": [{"CiteFromSeen": {"margn": 2}}]}}})
     with pytest.raises(ConfigError, match=r"scaffolds\.mine: .*CiteFromSeen\.margn: not a parameter.*margin"):
@@ -74,7 +76,9 @@ def test_an_unknown_preset_policy_or_parameter_is_a_config_error_naming_it(tmp_p
     typed = _write(tmp_path, {"scaffolds": {"mine": {"policies": [{"RetrievalStart": {"k": "four"}}]}}})
     with pytest.raises(ConfigError, match=r"scaffolds\.mine: .*RetrievalStart\.k: .*integer"):
         load_config(typed, env={})
-    shared = _write(tmp_path, {"scaffolds": {"mine": {"policies": [{"RetrievalStart": {"max_evidence": 2}}]}}})
+    shared = _write(
+        tmp_path, {"scaffolds": {"mine": {"policies": [{"RetrievalStart": {"max_evidence": 2}}]}}}
+    )
     with pytest.raises(ConfigError, match=r"RetrievalStart\.max_evidence: set in CiteFromSeen\.max_evidence"):
         load_config(shared, env={})
     wrong = _write(tmp_path, {"scaffolds": {"mine": {"observation": {"read_window": -1}}}})
@@ -190,11 +194,14 @@ def test_adding_an_aid_is_one_file_and_one_place_in_the_order(
     path = _write(tmp_path, {"scaffolds": {**shipped, "bannered": banner}})
     lab = load_config(path, env={})
     assert lab.scaffold("bannered").scaffold.param("Banner", "text") == "hi"
-    model = ScriptedModel([tool_call("Grep", pattern="login", path="."), tool_call(FINISH), final({"found": "yes"}),
-                           final({"status": "completed", "summary": "s", "findings": ["f"], "evidence": ["app/auth.py:4"],
-                                  "unresolved_questions": []})])  # fmt: skip
+    answer = {"status": "completed", "summary": "s", "findings": ["f"], "evidence": ["app/auth.py:4"],
+              "unresolved_questions": []}  # fmt: skip
+    grep = tool_call("Grep", pattern="login", path=".")
+    model = ScriptedModel([grep, tool_call(FINISH), final({"found": "yes"}), final(answer)])
     launcher = SubagentLauncher(lab, workspace, model_factory=lambda c, cfg: model, trace_dir=tmp_path)
-    result = launcher.launch(SubagentRequest(task="Where is login?", overrides=lab.scaffold("bannered").resolved()))
+    result = launcher.launch(
+        SubagentRequest(task="Where is login?", overrides=lab.scaffold("bannered").resolved())
+    )
     assert "Banner: hi" in str(model.requests[0].messages[1].content)
     assert result.policies.index("banner") == result.policies.index("task_shaping") + 1
     [start] = [e for e in read_trace(result.trace_path) if isinstance(e, RunStarted)]
@@ -220,7 +227,7 @@ def test_old_flat_profiles_load_through_the_legacy_mapper_as_the_same_scaffolds(
     for name, profile in now.profiles.items():
         assert then.profile(name).scaffold == profile.scaffold, name
     # flat keys still address the scaffold in an override, in the order written
-    explore = apply_overrides(RuntimeProfile, now.profile("explore"), {"cite_margin": 3, "absence_check": False},
-                              {"read_window": 12}, where="test")  # fmt: skip
+    flat = {"cite_margin": 3, "absence_check": False}
+    explore = apply_overrides(RuntimeProfile, now.profile("explore"), flat, {"read_window": 12}, where="test")
     assert explore.scaffold.param("CiteFromSeen", "margin") == 3 and not explore.scaffold.has("AbsenceCheck")
     assert explore.scaffold.observation.read_window == 12

@@ -16,10 +16,10 @@ from pydantic import ValidationError
 from subagent_lab.agents.launch_io import render_task
 from subagent_lab.agents.launcher import SubagentRequest
 from subagent_lab.bench.scoring import context_from_trace
-from subagent_lab.config.profiles import SYMBOL_TOOLS, LabConfig, RuntimeProfile, load_config
+from subagent_lab.config import build
 from subagent_lab.config.legacy import legacy_hash
+from subagent_lab.config.profiles import SYMBOL_TOOLS, LabConfig, RuntimeProfile, load_config
 from subagent_lab.config.scaffolds import PLAIN, Scaffold
-from subagent_lab.scaffold.specs import ORDER
 from subagent_lab.core.context import estimate_text
 from subagent_lab.core.evidence import seen_check
 from subagent_lab.core.policy import FINISH, ActionMenu, RunContext, TaskShape, policy_names
@@ -28,10 +28,10 @@ from subagent_lab.core.trace import ContractChecked, RunStarted, read_trace
 from subagent_lab.core.types import ModelRequest, Span, ToolCall
 from subagent_lab.models.actions import action_schema
 from subagent_lab.models.scripted import final, tool_call, tool_calls
-from subagent_lab.config import build
 from subagent_lab.scaffold.cite_from_seen import unit_items
 from subagent_lab.scaffold.paths_from_seen import PathsFromSeen
 from subagent_lab.scaffold.repo_map import MAP_HEAD, RepoMap
+from subagent_lab.scaffold.specs import ORDER
 from subagent_lab.scaffold.task_shaping import TaskShaping
 from subagent_lab.tools.registry import build_tools
 from subagent_lab.tools.symbols.repo_map import repo_map_observation

@@ -26,6 +26,7 @@ from subagent_lab.agents.launch_io import (
     workspace_overview,
 )
 from subagent_lab.agents.result import SubagentResult, cost_usd
+from subagent_lab.config import build
 from subagent_lab.config.agent_profile import apply_overrides
 from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile
 from subagent_lab.core.loop import LoopDeps, LoopOutcome, LoopSpec, run_loop
@@ -36,7 +37,6 @@ from subagent_lab.core.trace import RunEnded, RunStarted, SubagentEvent, TraceWr
 from subagent_lab.core.types import Message, ModelChoice, Span, TerminalReason
 from subagent_lab.local_models import factory
 from subagent_lab.local_models.factory import ModelFactory
-from subagent_lab.config import build
 from subagent_lab.scaffold.retrieval_start import candidates_of_trace
 from subagent_lab.tools.registry import build_tools
 from subagent_lab.tools.simple import ObservationLimits

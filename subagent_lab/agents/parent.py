@@ -40,6 +40,7 @@ from subagent_lab.agents.task_tool import (
 )
 from subagent_lab.agents.verify import check_claim, checked_tokens
 from subagent_lab.agents.verify import feedback as verification_feedback
+from subagent_lab.config import build
 from subagent_lab.config.agent_profile import AgentProfile
 from subagent_lab.config.profiles import LabConfig, ModelConfig
 from subagent_lab.core.budget import MIN_OUTPUT_TOKENS
@@ -51,7 +52,6 @@ from subagent_lab.core.tool import Tool, ToolError
 from subagent_lab.core.trace import PromptAdded, Redactor, RunEnded, RunStarted, TraceWriter, new_id, to_json
 from subagent_lab.core.types import ConfigError, Message, ModelChoice
 from subagent_lab.local_models import factory
-from subagent_lab.config import build
 from subagent_lab.tools.edit import ReadStamps
 from subagent_lab.workspace.bwrap import BashSandbox
 from subagent_lab.workspace.sandbox import Workspace

@@ -30,7 +30,9 @@ SPEC_RENAMED = {"max_contract_repairs": "max_repairs"}
 def parent_scaffold(profile: AgentProfile) -> Scaffold:
     """A parent's policies: a tool before the answer (``min_tool_calls``) and a grace turn
     (``grace_turn``), its own fields."""
-    return apply_keys(PARENT_BASE, {"min_tool_calls": profile.min_tool_calls, "grace_turn": profile.grace_turn})
+    return apply_keys(
+        PARENT_BASE, {"min_tool_calls": profile.min_tool_calls, "grace_turn": profile.grace_turn}
+    )
 
 
 def loop_spec(

@@ -48,7 +48,8 @@ off: a policy all of whose flat fields are off is left out; None: never off, the
 SIZES = frozenset(Observation.model_fields)
 """Flat fields that are observation sizes."""
 OLD_NEUTRAL: dict[str, Any] = {
-    "symbol_tools": False, "repo_map_tokens": 0, "tool_guide": False, "cite_units": False, "retrieval_start": 0,
+    "symbol_tools": False, "repo_map_tokens": 0, "tool_guide": False, "cite_units": False,
+    "retrieval_start": 0,
 }  # fmt: skip
 """Flat fields added after rows were first recorded: the old hash leaves them out when off."""
 

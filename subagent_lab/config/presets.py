@@ -57,7 +57,8 @@ def resolve_presets(
         if name in resolved:
             return resolved[name]
         if name not in presets:
-            raise ValueError(f"scaffolds.{chain[-1]}.extends: unknown preset {name!r}; known: {sorted({*presets, *BUILT_IN})}")
+            known = sorted({*presets, *BUILT_IN})
+            raise ValueError(f"scaffolds.{chain[-1]}.extends: unknown preset {name!r}; known: {known}")
         if name in chain:
             raise ValueError(f"scaffolds.{name}.extends: a circle ({' -> '.join((*chain, name))})")
         preset = presets[name]
@@ -82,5 +83,3 @@ def _problem(exc: Exception) -> str:
             f"{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}" for e in exc.errors()
         )
     return str(exc)
-
-

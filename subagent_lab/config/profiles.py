@@ -206,7 +206,9 @@ def _preset(where: str, raw: Any) -> ScaffoldPreset:
         raise ValueError(f"{where}: {validation_problems(exc)}") from None
 
 
-def _named_scaffold(where: str, profile: Mapping[str, Any], presets: Mapping[str, Scaffold]) -> dict[str, Any]:
+def _named_scaffold(
+    where: str, profile: Mapping[str, Any], presets: Mapping[str, Scaffold]
+) -> dict[str, Any]:
     """A profile's fields with its ``scaffold`` (a preset's name, a list of entries over ``plain``,
     or a preset written in place) resolved."""
     given = profile.get("scaffold")

@@ -114,7 +114,9 @@ class Scaffold(_Frozen):
     def grammar_aids(self) -> list[str]:
         """The aids on that only a grammar can enforce (sorted)."""
         aids = [name for name in ("PathsFromSeen", "FirstSearch") if self.has(name)]
-        aids += [f"CiteFromSeen.{p}" for p in ("constrain", "anchors", "units") if self.param("CiteFromSeen", p)]
+        aids += [
+            f"CiteFromSeen.{p}" for p in ("constrain", "anchors", "units") if self.param("CiteFromSeen", p)
+        ]
         return sorted(aids)
 
 
@@ -155,7 +157,9 @@ def extend(base: Scaffold, entries: list[Any], observation: Mapping[str, Any]) -
     )
 
 
-PLAIN = Scaffold.model_validate({"policies": ["SkipRepeated", {"CiteFromSeen": {"constrain": False}}, "Grace"]})
+PLAIN = Scaffold.model_validate(
+    {"policies": ["SkipRepeated", {"CiteFromSeen": {"constrain": False}}, "Grace"]}
+)
 """The built-in ``plain`` preset: free actions (a repeated tool sits out), the seen locations
 listed for the answer, a grace turn after a limit; nothing chosen, forced or ranked."""
 BASE = Scaffold.model_validate(
@@ -174,6 +178,8 @@ BASE = Scaffold.model_validate(
 )
 """The built-in ``base`` preset: a child profile's scaffold when it names none (the verification
 and plan profiles): a tool before the answer, paths and evidence from what the tools showed."""
+
+
 def symbol_tools_allowed(scaffold: Scaffold, tools: tuple[str, ...]) -> list[str]:
     """What a scaffold's tool set and interface get wrong together (empty: nothing)."""
     held = {*tools, *scaffold.tools()}

@@ -16,9 +16,9 @@ import pandas as pd
 
 from subagent_lab.analysis.evidence_origin import evidence_origin
 from subagent_lab.bench.score import LOC_COLUMNS
-from subagent_lab.tools.symbols import SYMBOL_TOOLS
 from subagent_lab.core.trace import Event
 from subagent_lab.experiments.spec import RunSpec
+from subagent_lab.tools.symbols import SYMBOL_TOOLS
 
 TOOLS = ("Read", "Grep", "Glob", *SYMBOL_TOOLS)
 """The tools a row counts calls of: a child's read-only tools, the symbol tools included (rows

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import typing
 from collections.abc import Mapping, Sequence
-from functools import cache
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -86,9 +85,15 @@ def settable(cls: type[Policy]) -> dict[str, Any]:
     }
 
 
-@cache
+_ADAPTERS: dict[tuple[type[Policy], str], TypeAdapter[Any]] = {}
+
+
 def _adapter(cls: type[Policy], param: str) -> TypeAdapter[Any]:
-    return TypeAdapter(typing.get_type_hints(cls, include_extras=True)[param])
+    """The validator of one parameter's declared type (constraints included), made once."""
+    key = (cls, param)
+    if key not in _ADAPTERS:
+        _ADAPTERS[key] = TypeAdapter(typing.get_type_hints(cls, include_extras=True)[param])
+    return _ADAPTERS[key]
 
 
 def check_params(name: str, params: Mapping[str, Any]) -> dict[str, Any]:

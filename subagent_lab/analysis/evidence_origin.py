@@ -1,6 +1,6 @@
 """What the model added to the retrieval it was given: each evidence item's origin, from the trace.
 
-Under the ``retrieval_start`` aid the harness runs the task's retrieval before the first action and
+Under the ``RetrievalStart`` aid the harness runs the task's retrieval before the first action and
 numbers its best units, the *candidates* (``scaffold.retrieval_start``). For each item of the final
 answer this says
 

@@ -47,8 +47,8 @@ class ScoringContext:
 def context_from_events(events: Iterable[Event], *, require_seen: bool | None = None) -> ScoringContext:
     """The ``ScoringContext`` of one run's trace events.
 
-    ``require_seen`` defaults to the run's resolved profile: ``evidence_from_seen`` (the grammar
-    offers only seen lines) or ``require_seen`` (unseen evidence triggers a repair). A scripted
+    ``require_seen`` defaults to the run's resolved scaffold: ``CiteFromSeen.constrain`` (the grammar
+    offers only seen lines) or ``RequireEvidence.seen`` (unseen evidence triggers a repair). A scripted
     model, or an endpoint without constrained output, is not held by the grammar; the scorer is.
     """
     texts: list[str] = []

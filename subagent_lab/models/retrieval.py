@@ -20,9 +20,9 @@ Final phase: the units the observations listed, in order (Find's definitions of 
 symbols first, then Search's ranking, which puts library code before tests), deduplicated:
 
 * ``evidence``: each unit's header line (``path:start``, the ``def``/``class`` line), at most the
-  schema's ``maxItems`` (the profile's ``max_evidence``). Where the grammar offers a closed list
-  of items (``evidence_from_seen``), only offered items are cited: the header line if offered, else
-  the unit whole (``path:start-end``, as ``cite_units`` offers a function), else the unit is
+  schema's ``maxItems`` (``CiteFromSeen.max_evidence``). Where the grammar offers a closed list
+  of items (``CiteFromSeen.constrain``), only offered items are cited: the header line if offered,
+  else the unit whole (``path:start-end``, as ``CiteFromSeen.units`` offers a function), else it is
   skipped. A model under that grammar could cite nothing else.
 * ``summary``: the listed units' qualified names and files, cut to the schema's ``maxLength`` (the
   models' cap, 256 characters under the shipped output cap).

@@ -1,5 +1,6 @@
 """The scaffold: every aid of a small-model run as one small policy (``core.policy.Policy``).
 
-Each module holds one aid, its state and its prompts; ``build`` turns a resolved profile's flat
-fields into the loop's settings and the ordered policy tuple (the precedence, written once).
+Each module holds one aid, its state and its prompts; ``specs`` holds the precedence (written
+once), validates a policy spec's parameters against the policy's own fields and builds the
+ordered policy tuple.
 """

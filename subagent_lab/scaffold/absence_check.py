@@ -19,7 +19,7 @@ CHECK_PROMPT = (
     'does, {{"found": "no"}} if the workspace has no such code.'
 )
 """The task is restated: asked only whether the tools showed what the task asks for, a small model
-says "yes" whatever the code holds (docs/design.md, ``absence_check``)."""
+says "yes" whatever the code holds (docs/design.md, ``AbsenceCheck``)."""
 CHECK_TASK_CHARS = 600
 CHECK_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -39,7 +39,7 @@ class AbsenceCheck(Policy):
     it replaces (and whose ``constrain`` says whether "no" empties the evidence)."""
 
     empty_evidence: bool = True
-    """On "no", the grammar allows no evidence item (with ``evidence_from_seen``)."""
+    """On "no", the grammar allows no evidence item (with ``CiteFromSeen.constrain``)."""
     name = "absence_check"
     needs_contract = True
     shared: ClassVar[dict[str, str]] = {"empty_evidence": "CiteFromSeen.constrain"}

@@ -130,16 +130,16 @@ class CiteFromSeen(Policy):
     (``RetrievalStart`` and ``AbsenceCheck`` take theirs from here)."""
 
     constrain: bool = True
-    """The grammar limits the evidence items to seen lines (``evidence_from_seen``)."""
+    """The grammar limits the evidence items to seen lines."""
     anchors: bool = False
-    """Only the citable lines, ranked (``cite_anchors``)."""
+    """Only the citable lines, ranked."""
     margin: Annotated[int, Field(ge=0, le=20)] | None = None
     """With ``anchors``: list and allow only the lines scoring within this many points of the best
     (``ranking.rank_citable``); None lists the best ``CITABLE_LISTED`` of all."""
     min_evidence: Annotated[int, Field(ge=0, le=10)] = 0
     max_evidence: Annotated[int, Field(ge=1, le=50)] = 6
     units: bool = False
-    """Once a structure tool showed a unit, list and allow the units shown (``cite_units``) instead
+    """Once a structure tool showed a unit, list and allow the units shown instead
     of lines: a function whole, a class by its header line, in the order the tools showed them, never
     re-ranked by the task's words (a word ranking dropped the very definitions Find returned)."""
     name = "cite_from_seen"

@@ -13,7 +13,7 @@ from subagent_lab.core.policy import FINISH, ActionMenu, Policy, RunView
 
 @dataclass
 class FinishWhen(Policy):
-    """``finish_after_stale`` / ``finish_after_reads`` (0: never)."""
+    """Finish after stale turns, or after Reads (each 0: never)."""
 
     stale: Annotated[int, Field(ge=0)] = 0
     """After this many consecutive stale turns."""

@@ -13,7 +13,7 @@ from subagent_lab.tools.search_words import task_search_words
 
 @dataclass
 class FirstSearch(Policy):
-    """``first_search``: the 0.5B model opens with a Glob, the task's sentence or the package's
+    """The 0.5B model opens with a Glob, the task's sentence or the package's
     name; a first search for one of the task's names finds the code (``tools/search_words.py``)."""
 
     n: Annotated[int, Field(ge=1, le=10)] = 1

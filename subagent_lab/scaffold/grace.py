@@ -10,7 +10,7 @@ from subagent_lab.core.types import LIMIT_REASONS, Stop
 
 @dataclass
 class Grace(Policy):
-    """``grace_turn``: the findings so far are kept; a grace answer from a run that never looked at
+    """The findings so far are kept; a grace answer from a run that never looked at
     the workspace would be a guess."""
 
     name = "grace"

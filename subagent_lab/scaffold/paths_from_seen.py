@@ -19,7 +19,7 @@ def seen_paths(seen: Sequence[Span], *, dirs: bool = False) -> list[str]:
 
 @dataclass
 class PathsFromSeen(Policy):
-    """``constrain_paths``: Read is offered once a file was shown, and only shown files; the small
+    """Read is offered once a file was shown, and only shown files; the small
     models otherwise guess paths like ``src/app/main.py``. Outline (a file or a directory) is held
     the same way: once a path was shown, only shown files and directories."""
 

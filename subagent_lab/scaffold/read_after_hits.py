@@ -10,7 +10,7 @@ from subagent_lab.core.policy import FINISH, ActionMenu, CallResult, Policy, Run
 
 @dataclass
 class ReadAfterHits(Policy):
-    """``read_after_hits``: a small model re-runs a search that already hit; the lines it needs are
+    """A small model re-runs a search that already hit; the lines it needs are
     one Read away."""
 
     name = "read_after_hits"

@@ -23,7 +23,7 @@ def window_end(outcome: ToolOutcome) -> tuple[str, int] | None:
 
 @dataclass
 class ReadOn(Policy):
-    """``read_on``: a small model that asks for the same lines again wants to see more of them."""
+    """A small model that asks for the same lines again wants to see more of them."""
 
     n: Annotated[int, Field(ge=1, le=20)] = 1
     """Read-ons per run at most."""

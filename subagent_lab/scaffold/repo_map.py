@@ -26,7 +26,7 @@ MAP_HEAD = (
 
 @dataclass
 class RepoMap(Policy):
-    """``repo_map_tokens``: the map's budget in estimated tokens (its head line not counted)."""
+    """The map's budget in estimated tokens (its head line not counted)."""
 
     tokens: Annotated[int, Field(ge=1)] = 600
     name = "repo_map"

@@ -9,7 +9,7 @@ from subagent_lab.core.policy import AnswerCheck, Policy, RunView
 
 @dataclass
 class RequireEvidence(Policy):
-    """``require_grounded_evidence`` / ``require_seen``."""
+    """Ungrounded (``grounded``) or unseen (``seen``) evidence triggers a contract repair."""
 
     grounded: bool = False
     seen: bool = False

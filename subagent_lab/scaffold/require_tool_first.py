@@ -17,7 +17,7 @@ NUDGE_PROMPT = (
 
 @dataclass
 class RequireToolFirst(Policy):
-    """``min_tool_calls``: small models answer blind unless made to call a tool first."""
+    """Small models answer blind unless made to call a tool first."""
 
     n: Annotated[int, Field(ge=1)] = 1
     name = "require_tool_first"

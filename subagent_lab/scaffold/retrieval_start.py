@@ -151,7 +151,7 @@ class RetrievalStart(Policy):
 
     def own_items(self, run: RunView) -> dict[str, str]:
         """What the model's own calls showed, beside the candidates: the units its structure tools
-        showed (as ``cite_units`` lists them), then the single lines its tools marked, newest first;
+        showed (as ``CiteFromSeen.units`` lists them), then the single lines its tools marked, newest first;
         the candidates and their units whole left out; item -> its first line's ``path:line``."""
         taken = {c.item for c in self._candidates} | {c.label for c in self._candidates}
         heads = [f"{u.path}:{u.start}" for u in self._own_units]

@@ -39,7 +39,8 @@ def task_files(workspace: Workspace, task: str) -> list[str]:
 
 @dataclass
 class TaskShaping(Policy):
-    """``show_layout`` / ``task_paths``."""
+    """The workspace's top level (``layout``) and the files the task names (``paths``) in the
+    first message."""
 
     layout: bool = False
     """Show the workspace's top-level entries (small models copy that line into arguments)."""

@@ -38,7 +38,7 @@ def tool_lines(held: tuple[str, ...]) -> list[str]:
 
 @dataclass
 class ToolGuide(Policy):
-    """``tool_guide``: the guide, when the run holds at least one structure tool."""
+    """The guide, when the run holds at least one structure tool."""
 
     name = "tool_guide"
 

@@ -98,7 +98,7 @@ class RunView:
     end: RunEnded | None
     steps: list[StepRecord]
     origin: EvidenceOrigin | None = None
-    """What the answer made of the retrieval's candidates (``retrieval_start``); None without them."""
+    """What the answer made of the retrieval's candidates (``RetrievalStart``); None without them."""
 
     @property
     def budgets(self) -> dict[str, float]:
@@ -237,7 +237,7 @@ class EvidenceRecord:
     start: int | None
     end: int | None
     origin: str = ""
-    """Under ``retrieval_start``: ``source · action``, with the candidate it keeps or narrows
+    """Under ``RetrievalStart``: ``source · action``, with the candidate it keeps or narrows
     (``retrieval · kept #1``, ``model · added``); empty without candidates."""
 
 

@@ -231,3 +231,14 @@ def test_old_flat_profiles_load_through_the_legacy_mapper_as_the_same_scaffolds(
     explore = apply_overrides(RuntimeProfile, now.profile("explore"), flat, {"read_window": 12}, where="test")
     assert explore.scaffold.param("CiteFromSeen", "margin") == 3 and not explore.scaffold.has("AbsenceCheck")
     assert explore.scaffold.observation.read_window == 12
+
+
+def test_a_child_profile_holds_no_aid_switch_and_no_observation_size() -> None:
+    from subagent_lab.config.legacy import FLAT, SIZES
+
+    assert set(RuntimeProfile.model_fields) & (set(FLAT) | SIZES) == set()
+    # ... and each is reached only through the scaffold: the flat name folds in, the field is gone
+    explore = load_config(REPO / "profiles.yaml", env={}).profile("explore")
+    changed = explore.model_copy(update={"cite_margin": 5, "read_window": 9})
+    assert changed.scaffold.param("CiteFromSeen", "margin") == 5 and changed.scaffold.observation.read_window == 9
+    assert "cite_margin" not in changed.model_dump() and "read_window" not in changed.model_dump()

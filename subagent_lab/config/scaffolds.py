@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from subagent_lab.scaffold.specs import added_tools, check_params, order_key
+from subagent_lab.scaffold.specs import added_tools, check_params, order_key, policy_class
 from subagent_lab.tools.symbols import SYMBOL_TOOLS
 
 
@@ -112,11 +112,14 @@ class Scaffold(_Frozen):
         return out
 
     def grammar_aids(self) -> list[str]:
-        """The aids on that only a grammar can enforce (sorted)."""
-        aids = [name for name in ("PathsFromSeen", "FirstSearch") if self.has(name)]
-        aids += [
-            f"CiteFromSeen.{p}" for p in ("constrain", "anchors", "units") if self.param("CiteFromSeen", p)
-        ]
+        """The aids on that only a grammar can enforce (``Policy.grammar_only``), sorted."""
+        aids = []
+        for spec in self.policies:
+            for part in policy_class(spec.policy).grammar_only:
+                if part == "*":
+                    aids.append(spec.policy)
+                elif spec.params.get(part):
+                    aids.append(f"{spec.policy}.{part}")
         return sorted(aids)
 
 

@@ -141,6 +141,9 @@ class Policy:
     """Acts on the final answer's contract: left out of a run whose profile asks for none."""
     adds_tools: ClassVar[tuple[str, ...]] = ()
     """Tools the child holds with this policy, after its profile's own (a preset names a tool set)."""
+    grammar_only: ClassVar[tuple[str, ...]] = ()
+    """What only a grammar enforces: ``"*"`` the policy itself, else the parameters that do when
+    set (an endpoint without a grammar runs them as checks, ``core.schema_check``)."""
     shared: ClassVar[dict[str, str]] = {}
     """Parameters this policy takes from another's (``param -> "Policy.param"``): set once, in that
     policy's spec (the answer's evidence settings are ``CiteFromSeen``'s)."""

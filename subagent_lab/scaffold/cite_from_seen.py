@@ -143,6 +143,7 @@ class CiteFromSeen(Policy):
     of lines: a function whole, a class by its header line, in the order the tools showed them, never
     re-ranked by the task's words (a word ranking dropped the very definitions Find returned)."""
     name = "cite_from_seen"
+    grammar_only = ("constrain", "anchors", "units")
     needs_contract = True
     _groups: list[list[Span]] = field(default_factory=list, init=False)
     """The seen spans, one list per observation, oldest first."""

@@ -19,6 +19,7 @@ class FirstSearch(Policy):
     n: Annotated[int, Field(ge=1, le=10)] = 1
     """How many of the task's names the first Grep may choose from."""
     name = "first_search"
+    grammar_only = ("*",)
     _words: tuple[str, ...] = field(default=(), init=False)
 
     def for_run(self, ctx: RunContext) -> FirstSearch:

@@ -24,6 +24,7 @@ class PathsFromSeen(Policy):
     the same way: once a path was shown, only shown files and directories."""
 
     name = "paths_from_seen"
+    grammar_only = ("*",)
 
     def narrow(self, run: RunView, menu: ActionMenu) -> None:
         if not seen_paths(run.seen):

@@ -59,7 +59,7 @@ def test_real_agent_files_import_with_the_field_loss_report(
         assert got == value, key
     assert profile.tools == ("Read", "Grep", "Glob")  # read-only, whatever each format calls them
     # No format has a budget: they, the contract and the scaffold are the explore profile's.
-    for field in ("context_token_budget", "total_token_budget", "contract", "cite_anchors", "read_window"):
+    for field in ("context_token_budget", "total_token_budget", "contract", "scaffold"):
         assert getattr(profile, field) == getattr(explore, field)
     assert profile.system_prompt != explore.system_prompt and len(profile.system_prompt) > 100
     assert {u.field: u.value for u in imported.unmapped} == unmapped  # reported with its value

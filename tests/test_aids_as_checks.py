@@ -61,7 +61,8 @@ def test_a_profile_with_grammar_aids_runs_with_checks_instead_of_being_refused(
     result = launcher.launch(request)
     assert result.terminal_reason == "completed", result.detail
     assert result.contract is not None and result.contract["evidence"] == ["app/auth.py:4"]
-    assert result.aids_grammar == [] and {"constrain_paths", "evidence_from_seen"} <= set(result.aids_checked)
+    assert result.aids_grammar == []
+    assert {"PathsFromSeen", "CiteFromSeen.constrain"} <= set(result.aids_checked)
     assert result.tool_usage == {"Grep": {"executed": 1}}  # the off-menu Read was never run
     repairs = [e.content for e in read_trace(result.trace_path) if isinstance(e, PromptAdded)]
     assert any("Read is not offered this turn" in r for r in repairs)
@@ -74,4 +75,4 @@ def test_with_a_grammar_nothing_is_checked_twice(config: LabConfig, workspace: P
     launcher = SubagentLauncher(config, workspace, model_factory=lambda c, m: model, trace_dir=tmp_path / "r")
     result = launcher.launch(SubagentRequest(task="Where is login implemented?"))
     assert result.terminal_reason == "completed" and result.repairs_used == 0
-    assert result.aids_checked == [] and "evidence_from_seen" in result.aids_grammar
+    assert result.aids_checked == [] and "CiteFromSeen.constrain" in result.aids_grammar

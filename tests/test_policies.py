@@ -38,6 +38,7 @@ from subagent_lab.scaffold.read_on import ReadOn
 from subagent_lab.scaffold.require_evidence import RequireEvidence
 from subagent_lab.scaffold.require_tool_first import NUDGE_PROMPT, RequireToolFirst
 from subagent_lab.scaffold.skip_repeated import SkipRepeated
+from subagent_lab.scaffold.specs import ORDER
 from subagent_lab.scaffold.task_shaping import TaskShaping
 from subagent_lab.tools.registry import build_tools
 from subagent_lab.workspace.sandbox import Workspace
@@ -178,7 +179,7 @@ def test_the_menu_precedence_is_the_order_the_builder_writes() -> None:
     for policy in policies:
         policy.narrow(view, menu)
     assert menu.allowed == ["Read", FINISH]
-    names = [cls.name for cls in build.ORDER]
+    names = [cls.name for cls in ORDER]
     assert names.index("skip_repeated") > names.index("paths_from_seen") > names.index("require_tool_first")
     assert names.index("first_search") > names.index("read_after_hits") > names.index("finish_when")
     assert names.index("absence_check") > names.index("cite_from_seen")

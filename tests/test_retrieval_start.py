@@ -250,7 +250,7 @@ def test_the_aid_needs_find_and_search_and_a_run_without_it_has_no_origin_column
     config: LabConfig, root: Path, preset: dict[str, Any]
 ) -> None:
     explore = config.profiles["explore"].model_dump()
-    with pytest.raises(ValidationError, match="retrieval_start: the retrieval calls Find and Search"):
+    with pytest.raises(ValidationError, match="RetrievalStart: the retrieval calls Find and Search"):
         RuntimeProfile.model_validate({**explore, **preset, "symbol_tools": False})
     RuntimeProfile.model_validate(
         {**explore, **preset, "symbol_tools": False, "tools": ["Read", "Find", "Search"]}
@@ -266,11 +266,13 @@ def test_the_aid_needs_find_and_search_and_a_run_without_it_has_no_origin_column
 
 def test_the_preset_is_symbols_nomap_plus_the_aid_and_one_cited_item() -> None:
     lab = load_config(REPO / "profiles.yaml", env={})
-    retrieval, nomap = lab.scaffold("retrieval-start").resolved(), lab.scaffold("symbols-nomap").resolved()
+    retrieval = lab.scaffold("retrieval-start").resolved()
+    with_aid, without = lab.scaffold("retrieval-start").scaffold, lab.scaffold("symbols-nomap").scaffold
     # min_evidence 1: light left the evidence empty after its own "found: yes" (docs/benchmarks.md)
-    assert {k: v for k, v in retrieval.items() if nomap[k] != v} == {"retrieval_start": 4, "min_evidence": 1}
-    assert scaffold_hash(nomap) == scaffold_hash({k: v for k, v in nomap.items() if k != "retrieval_start"})
-    assert scaffold_hash(retrieval) != scaffold_hash(nomap)
+    assert set(with_aid.labels()) ^ set(without.labels()) == {
+        "RetrievalStart", "RetrievalStart.k=4", "CiteFromSeen.min_evidence=1", "CiteFromSeen.min_evidence=0"
+    }  # fmt: skip
+    assert scaffold_hash(with_aid) != scaffold_hash(without)
     names = policy_names(build.policies(_profile(lab, retrieval)))
     assert names.index("retrieval_start") == names.index("cite_from_seen") + 1
     assert names.index("absence_check") == names.index("retrieval_start") + 1

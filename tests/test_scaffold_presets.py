@@ -240,5 +240,6 @@ def test_a_child_profile_holds_no_aid_switch_and_no_observation_size() -> None:
     # ... and each is reached only through the scaffold: the flat name folds in, the field is gone
     explore = load_config(REPO / "profiles.yaml", env={}).profile("explore")
     changed = explore.model_copy(update={"cite_margin": 5, "read_window": 9})
-    assert changed.scaffold.param("CiteFromSeen", "margin") == 5 and changed.scaffold.observation.read_window == 9
+    assert changed.scaffold.param("CiteFromSeen", "margin") == 5
+    assert changed.scaffold.observation.read_window == 9
     assert "cite_margin" not in changed.model_dump() and "read_window" not in changed.model_dump()

@@ -25,6 +25,7 @@ from subagent_lab.core.model import Model
 from subagent_lab.core.types import ModelChoice
 from subagent_lab.experiments.sweep import SweepSpec, run_sweep
 from subagent_lab.local_models.factory import default_model_factory
+from subagent_lab.local_models.namespace import config_namespace
 from subagent_lab.models.cache import CachingModel
 
 COMPARED = (
@@ -40,14 +41,18 @@ COMPARED = (
 class Counting:
     """Model factory: the live model behind a cache keyed as the recorded code keyed it."""
 
-    def __init__(self, lab: LabConfig, cache_dir: Path) -> None:
+    def __init__(self, lab: LabConfig, cache_dir: Path, endpoint_keys: bool = False) -> None:
         self.inner = default_model_factory(lab)
         self.lab = lab
         self.cache_dir = cache_dir
+        self.endpoint_keys = endpoint_keys
         self.models: list[CachingModel] = []
 
     def __call__(self, choice: ModelChoice, cfg: ModelConfig) -> Model:
-        namespace = f"{self.lab.endpoint_url(cfg)}|{cfg.model}"  # the recording's key (b09537b)
+        # Keyed as the sweep that recorded keys its cache (by the weights' digest for the embedded
+        # models; recordings before that keyed by endpoint and model id: --endpoint-keys).
+        by_endpoint = f"{self.lab.endpoint_url(cfg)}|{cfg.model}"
+        namespace = by_endpoint if self.endpoint_keys else config_namespace(self.lab, cfg)
         model = CachingModel(self.inner(choice, cfg), self.cache_dir, namespace)
         self.models.append(model)
         return model
@@ -75,6 +80,8 @@ def main() -> int:
     parser.add_argument("recorded", help="the recorded sweep directory (results.jsonl, ../model-cache)")
     parser.add_argument("--config", required=True, help="the profiles.yaml the recording ran with")
     parser.add_argument("--models", default="light,main")
+    old_keys = "a recording keyed by endpoint and model id (before 2656759)"
+    parser.add_argument("--endpoint-keys", action="store_true", help=old_keys)
     parser.add_argument("--out", default="/tmp/replay-sweeps")
     parser.add_argument(
         "--save", default=None, help="append the replayed rows to this CSV (bench_explore --from)"
@@ -89,7 +96,7 @@ def main() -> int:
     }
     models = [m for m in args.models.split(",") if any(k.split("|")[1] == m for k in recorded)]
     lab = load_config(args.config)
-    factory = Counting(lab, recorded_dir.parent / "model-cache")
+    factory = Counting(lab, recorded_dir.parent / "model-cache", args.endpoint_keys)
     started = time.monotonic()
     replayed: dict[str, dict[str, Any]] = {}
     for model in models:

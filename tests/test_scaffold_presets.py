@@ -243,3 +243,14 @@ def test_a_child_profile_holds_no_aid_switch_and_no_observation_size() -> None:
     assert changed.scaffold.param("CiteFromSeen", "margin") == 5
     assert changed.scaffold.observation.read_window == 9
     assert "cite_margin" not in changed.model_dump() and "read_window" not in changed.model_dump()
+
+
+def test_check_names_each_profiles_scaffold_and_lists_each_presets_policies(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from subagent_lab.cli.main import main
+
+    assert main(["check", "--config", str(REPO / "profiles.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "profile explore:" in out and "scaffold=retrieval-start" in out and "scaffold=base" in out
+    assert "scaffold plain: SkipRepeated, CiteFromSeen, Grace" in out

@@ -297,11 +297,16 @@ def cmd_check(args: argparse.Namespace) -> int:
             model.base_url or f"embedded server {config.server.base_url}" if model else "falls back to main"
         )
         print(f"  model {choice}: {model.model if model else '-'} ({where})")
+    presets = ["plain", "base", *config.scaffolds]
     for name, p in config.profiles.items():
+        preset = next((n for n in presets if config.scaffold(n).scaffold == p.scaffold), "its own")
         print(
             f"  profile {name}: tools={list(p.tools)} steps={p.max_steps} context={p.context_token_budget} "
-            f"total={p.total_token_budget} model={p.model} contract={p.contract}"
+            f"total={p.total_token_budget} model={p.model} contract={p.contract} scaffold={preset}"
         )
+    for name in presets:
+        policies = ", ".join(spec.policy for spec in config.scaffold(name).scaffold.policies)
+        print(f"  scaffold {name}: {policies}")
     return 0
 
 

@@ -250,7 +250,7 @@ def test_check_names_each_profiles_scaffold_and_lists_each_presets_policies(
 ) -> None:
     from subagent_lab.cli.main import main
 
-    assert main(["check", "--config", str(REPO / "profiles.yaml")]) == 0
+    assert main(["check"]) == 0  # the repository's profiles.yaml
     out = capsys.readouterr().out
     assert "profile explore:" in out and "scaffold=retrieval-start" in out and "scaffold=base" in out
     assert "scaffold plain: SkipRepeated, CiteFromSeen, Grace" in out

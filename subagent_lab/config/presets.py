@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from subagent_lab.config.agent_profile import validation_problems
 from subagent_lab.config.legacy import apply_keys
 from subagent_lab.config.scaffolds import BASE, PLAIN, PolicySpec, Scaffold, extend
 
@@ -83,3 +85,43 @@ def _problem(exc: Exception) -> str:
             f"{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}" for e in exc.errors()
         )
     return str(exc)
+
+
+@dataclass(frozen=True)
+class NamedScaffold:
+    """A preset by name: its description and its resolved scaffold."""
+
+    name: str
+    description: str
+    scaffold: Scaffold
+
+    def resolved(self) -> dict[str, Any]:
+        """The preset as profile fields (JSON): an override layer that replaces a profile's scaffold."""
+        return {"scaffold": self.scaffold.model_dump(mode="json")}
+
+
+def preset(where: str, raw: Any) -> ScaffoldPreset:
+    try:
+        return ScaffoldPreset.model_validate(raw)
+    except ValidationError as exc:
+        raise ValueError(f"{where}: {validation_problems(exc)}") from None
+
+
+def named_scaffold(where: str, profile: Mapping[str, Any], presets: Mapping[str, Scaffold]) -> dict[str, Any]:
+    """A profile's fields with its ``scaffold`` (a preset's name, a list of entries over ``plain``,
+    or a preset written in place) resolved."""
+    given = profile.get("scaffold")
+    if given is None or isinstance(given, Scaffold):
+        return dict(profile)
+    if isinstance(given, str):
+        if given not in presets:
+            raise ValueError(f"{where}.scaffold: unknown preset {given!r}; known: {sorted(presets)}")
+        return {**profile, "scaffold": presets[given]}
+    if is_dump(given):
+        return dict(profile)  # a resolved scaffold's fields: validated as they are
+    written = preset(f"{where}.scaffold", {"policies": given} if isinstance(given, list) else given)
+    try:
+        scaffold = resolve_presets({"(in place)": written}, known=presets)["(in place)"]
+    except ValueError as exc:
+        raise ValueError(f"{where}.scaffold: {str(exc).removeprefix('scaffolds.(in place): ')}") from None
+    return {**profile, "scaffold": scaffold}

@@ -9,15 +9,21 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from subagent_lab.config import legacy
-from subagent_lab.config.agent_profile import AgentProfile, apply_overrides, validation_problems
-from subagent_lab.config.presets import BUILT_IN, ScaffoldPreset, is_dump, resolve_presets
+from subagent_lab.config.agent_profile import AgentProfile, apply_overrides
+from subagent_lab.config.presets import (
+    BUILT_IN,
+    NamedScaffold,
+    ScaffoldPreset,
+    named_scaffold,
+    preset,
+    resolve_presets,
+)
 from subagent_lab.config.scaffolds import BASE, Scaffold, symbol_tools_allowed
 from subagent_lab.core.contracts import CONTRACTS
 from subagent_lab.core.redact import Redactor
@@ -186,48 +192,6 @@ NO_MODEL = ModelConfig(model="none")
 ``model``); it never talks to an endpoint."""
 
 
-@dataclass(frozen=True)
-class NamedScaffold:
-    """A preset by name: its description and its resolved scaffold."""
-
-    name: str
-    description: str
-    scaffold: Scaffold
-
-    def resolved(self) -> dict[str, Any]:
-        """The preset as profile fields (JSON): an override layer that replaces a profile's scaffold."""
-        return {"scaffold": self.scaffold.model_dump(mode="json")}
-
-
-def _preset(where: str, raw: Any) -> ScaffoldPreset:
-    try:
-        return ScaffoldPreset.model_validate(raw)
-    except ValidationError as exc:
-        raise ValueError(f"{where}: {validation_problems(exc)}") from None
-
-
-def _named_scaffold(
-    where: str, profile: Mapping[str, Any], presets: Mapping[str, Scaffold]
-) -> dict[str, Any]:
-    """A profile's fields with its ``scaffold`` (a preset's name, a list of entries over ``plain``,
-    or a preset written in place) resolved."""
-    given = profile.get("scaffold")
-    if given is None or isinstance(given, Scaffold):
-        return dict(profile)
-    if isinstance(given, str):
-        if given not in presets:
-            raise ValueError(f"{where}.scaffold: unknown preset {given!r}; known: {sorted(presets)}")
-        return {**profile, "scaffold": presets[given]}
-    if is_dump(given):
-        return dict(profile)  # a resolved scaffold's fields: validated as they are
-    written = _preset(f"{where}.scaffold", {"policies": given} if isinstance(given, list) else given)
-    try:
-        scaffold = resolve_presets({"(in place)": written}, known=presets)["(in place)"]
-    except ValueError as exc:
-        raise ValueError(f"{where}.scaffold: {str(exc).removeprefix('scaffolds.(in place): ')}") from None
-    return {**profile, "scaffold": scaffold}
-
-
 class LabConfig(_Frozen):
     """Everything in ``profiles.yaml``."""
 
@@ -256,11 +220,11 @@ class LabConfig(_Frozen):
         profiles = raw.get("profiles")
         if not isinstance(presets, Mapping) or not isinstance(profiles, Mapping):
             return raw  # a wrong shape: validation reports it with the field
-        written = {name: _preset(f"scaffolds.{name}", p) for name, p in presets.items()}
+        written = {name: preset(f"scaffolds.{name}", p) for name, p in presets.items()}
         resolved = resolve_presets(written)
         out = dict(raw)
         out["profiles"] = {
-            name: _named_scaffold(f"profiles.{name}", prof, resolved) if isinstance(prof, Mapping) else prof
+            name: named_scaffold(f"profiles.{name}", prof, resolved) if isinstance(prof, Mapping) else prof
             for name, prof in profiles.items()
         }
         return out

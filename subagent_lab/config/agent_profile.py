@@ -25,7 +25,9 @@ M = TypeVar("M", bound=BaseModel)
 
 def validation_problems(exc: ValidationError) -> str:
     """A validation error as one line: ``field: message`` per problem, ``; ``-separated."""
-    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+    return "; ".join(
+        f"{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}" for e in exc.errors()
+    )
 
 
 def apply_overrides(
@@ -43,6 +45,8 @@ def apply_overrides(
         if fold is not None and layer:
             try:
                 merged = fold(merged)
+            except ValidationError as exc:
+                raise ConfigError(f"{where}: {validation_problems(exc)}") from None
             except ValueError as exc:
                 raise ConfigError(f"{where}: {exc}") from None
     try:

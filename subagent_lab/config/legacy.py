@@ -54,11 +54,14 @@ OLD_NEUTRAL: dict[str, Any] = {
 """Flat fields added after rows were first recorded: the old hash leaves them out when off."""
 
 
-def is_scaffold_key(key: str) -> bool:
+def is_scaffold_key(key: object) -> bool:
     """A key that addresses the scaffold: a flat field, a size, ``Policy.param``, ``observation.x``
     or a policy's name."""
-    head = key.split(".", 1)[0]
-    return key in FLAT or key in SIZES or head == "observation" or head in registry()
+    if not isinstance(key, str):
+        return False  # a wrong shape: validation reports it with the field
+    head, dot, _ = key.partition(".")
+    policy_like = bool(dot) and head[:1].isupper()  # ``Policy.param``: an unknown policy is named
+    return key in FLAT or key in SIZES or head == "observation" or head in registry() or policy_like
 
 
 def fold(raw: Mapping[str, Any], base: Scaffold) -> dict[str, Any]:
@@ -88,8 +91,10 @@ def apply_keys(scaffold: Scaffold, keys: Mapping[str, Any]) -> Scaffold:
             specs[head] = {**specs.get(head, {}), tail: value}
         elif value is False or value is None:
             specs.pop(head, None)
-        else:
+        elif value is True or isinstance(value, Mapping):
             specs[head] = {**specs.get(head, {}), **(value if isinstance(value, Mapping) else {})}
+        else:
+            raise ValueError(f"{head}: true, false or its parameters ({{name: value}}), got {value!r}")
     entries = [{name: params} for name, params in specs.items()]
     gone = [{p.policy: False} for p in scaffold.policies if p.policy not in specs]
     return extend(scaffold, [*gone, *entries], sizes)

@@ -89,13 +89,14 @@ def main() -> int:
         lines, aided = preset_lines(root)
         readers = flat_readers(root)
         rows.append((commit, fields, lines, aided, readers))
-    head = "| checkout | RuntimeProfile fields | aid switches | sizes | preset lines | aided settings written |"
-    print(head + " modules reading flat aid names (reads) |")
+    head = "| checkout | RuntimeProfile fields | aid switches | sizes | preset lines |"
+    print(head + " aided settings written | modules reading flat aid names (reads) |")
     print("|---|---|---|---|---|---|---|")
     for commit, fields, lines, aided, readers in rows:
         modules = ", ".join(f"`{m.removeprefix('subagent_lab/')}` {n}" for m, n in readers.items())
         switches, sizes = len(set(fields) & set(AIDS)), len(set(fields) & set(SIZES))
-        print(f"| `{commit}` | {len(fields)} | {switches} | {sizes} | {lines} | {aided} | {len(readers)}: {modules} |")
+        cells = [f"`{commit}`", len(fields), switches, sizes, lines, aided, f"{len(readers)}: {modules}"]
+        print("| " + " | ".join(str(c) for c in cells) + " |")
     return 0
 
 

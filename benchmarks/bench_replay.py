@@ -35,7 +35,7 @@ COMPARED = (
     "Grep_repeated", "Glob_repeated", "steps",
 )  # fmt: skip
 """Row fields compared as they are; the recorded ``quality`` is compared with ``quality_legacy``
-(the scorer of the recording's time)."""
+(the scorer of the recording's time), or, for a recording that has both, each with its own."""
 
 
 class Counting:
@@ -132,7 +132,13 @@ def main() -> int:
         diffs = [
             f"{f}: {old.get(f)!r} -> {new.get(f)!r}" for f in COMPARED if f in old and not _same(old, new, f)
         ]
-        if old.get("quality") != new.get("quality_legacy"):
+        if "quality_legacy" in old:  # recorded by today's scorer: the same scores, both of them
+            diffs += [
+                f"{f}: {old.get(f)!r} -> {new.get(f)!r}"
+                for f in ("quality", "quality_legacy")
+                if not _same(old, new, f)
+            ]
+        elif old.get("quality") != new.get("quality_legacy"):
             legacy = f"{old.get('quality')!r} -> {new.get('quality_legacy')!r}"
             diffs.append(f"quality (legacy scorer): {legacy}")
         if diffs:

@@ -124,3 +124,32 @@ def test_the_delegation_study_runs_on_a_dask_cluster(tmp_path: Path) -> None:
     named = [e.child_trace for e in read_trace(forced["trace_path"]) if isinstance(e, SubagentEvent)]
     assert named and set(named) == {child}
     assert not list((tmp_path / "worker").rglob("*.jsonl"))  # nothing left on the worker
+
+
+def test_the_cli_study_takes_a_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``subagent-lab sweep --study delegation --cluster ADDRESS`` hands the address to the engine
+    (here the engine runs a smaller study in this process, so no scheduler is needed)."""
+    from subagent_lab.cli.main import main
+    from subagent_lab.experiments import grid as engine
+
+    real = engine.run_grid
+    asked: dict[str, Any] = {}
+
+    def run_grid(grid: Any, lab: Any, **kwargs: Any) -> pd.DataFrame:
+        asked.update(kwargs, spec=grid.spec)
+        small = grid.spec.model_copy(
+            update={"splits": ("dev",), "cells": (*STUDY.cells, Cell(arm="forced-delegation"))}
+        )
+        return real(type(grid)(small, cache=grid.cache), lab, **{**kwargs, "cluster": None, "storage": None})
+
+    monkeypatch.setattr(engine, "run_grid", run_grid)
+    argv = ["sweep", "--study", "delegation", "--baseline", "--tasks-per-split", "1", "--out", str(tmp_path),
+            "--cluster", "tcp://head:8786", "--storage", "file:///shared/x"]  # fmt: skip
+    assert main(argv) == 0
+    assert (asked["cluster"], asked["storage"]) == ("tcp://head:8786", "file:///shared/x")
+    assert asked["spec"].baseline and asked["spec"].tasks_per_split == 1
+    out = capsys.readouterr().out
+    assert "study delegation-" in out and "quality_vs_context.png" in out
+    assert len(list(tmp_path.glob("delegation-*/results.csv"))) == 1

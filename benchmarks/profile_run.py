@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import inspect
 import os
 import pstats
 import resource
@@ -25,7 +26,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -36,6 +39,18 @@ def cpu_s() -> tuple[float, float]:
     """(this process's, its waited-for children's) CPU seconds."""
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
+
+
+def _one_run(spec: Any, shipped: str) -> Callable[[Any], dict[str, Any]]:
+    """``cluster_task`` for one run, in this checkout's signature (a grid first since issue 38)."""
+    from subagent_lab.experiments.cluster import cluster_task
+
+    if "grid" not in inspect.signature(cluster_task).parameters:  # a commit before the grid engine
+        return lambda run: cluster_task(run, shipped, None, None)  # type: ignore[arg-type]
+    from subagent_lab.experiments.sweep import SweepGrid
+
+    grid = SweepGrid(spec, cache=False)
+    return lambda run: cluster_task(grid, run, shipped, None)
 
 
 def main() -> None:
@@ -62,14 +77,15 @@ def main() -> None:
         runs = plan_runs(spec, config_path=str(config), out=root / "sweeps", cache=False, lab=lab)
         runs = runs[: args.runs + args.warm]
         shipped = lab.model_dump_json()
+        one = _one_run(spec, shipped)
         os.chdir(root)  # the worker's directory: its traces and model cache go under it
         for run in runs[: args.warm]:
-            cluster_task(run, shipped, None, None)
+            one(run)
         prof = cProfile.Profile(time.process_time) if args.profile else None
         me0, kids0 = cpu_s()
         if prof:
             prof.enable()
-        rows = [cluster_task(run, shipped, None, None)["row"] for run in runs[args.warm :]]
+        rows = [one(run)["row"] for run in runs[args.warm :]]
         if prof:
             prof.disable()
         me1, kids1 = cpu_s()

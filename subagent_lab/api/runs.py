@@ -363,7 +363,7 @@ def sweep(
             the default, ``dev-tree``, ``test``).
         **overrides: Profile fields applied to every variant (a variant's own take precedence).
     """
-    from subagent_lab.experiments.sweep import SweepSpec, Variant, run_sweep, sweep_dir
+    from subagent_lab.experiments.sweep import SweepSpec, Variant, run_sweep
 
     if isinstance(config, LabConfig):
         raise TypeError("sweep(config=) takes a profiles.yaml path: workers reload the configuration")
@@ -397,7 +397,7 @@ def sweep(
         seed=seed,
         temperature=temperature,
     )
-    df = run_sweep(
+    return run_sweep(  # its df.attrs["sweep_dir"]: the directory, found with the provenance computed once
         spec,
         config_path=lab.source,
         out_dir=out,
@@ -408,8 +408,6 @@ def sweep(
         cluster=cluster,
         storage=storage,
     )
-    df.attrs["sweep_dir"] = str(sweep_dir(spec, out, lab))
-    return df
 
 
 def is_task_file(value: str | Path) -> bool:

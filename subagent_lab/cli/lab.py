@@ -129,7 +129,8 @@ def args_sweep(parser: argparse.ArgumentParser) -> None:
         choices=["delegation"],
         default=None,
         help="a preset study instead of a grid: 'delegation' (issue 21: dev and test, the four arms and "
-        "three context modes; --tasks-per-split, --repeats, --workers, --out, --no-cache apply)",
+        "three context modes; --tasks-per-split, --repeats, --workers, --out, --no-cache, --cluster, "
+        "--storage apply)",
     )
     parser.add_argument("--tasks-per-split", type=int, default=10, help="with --study (default 10)")
     parser.add_argument(
@@ -146,7 +147,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from subagent_lab.analysis.summary import headline, summarize, terminal_reasons
     from subagent_lab.bench.suite import is_suite_id
     from subagent_lab.config.profiles import load_config
-    from subagent_lab.experiments.sweep import SweepSpec, Variant, run_sweep, sweep_dir
+    from subagent_lab.experiments.grid import run_grid
+    from subagent_lab.experiments.sweep import SweepGrid, SweepSpec, Variant
 
     overrides = _parse_sets(args.set)
     source = args.tasks or "dev"
@@ -162,18 +164,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         scaffolds=tuple(s for s in (x.strip() for x in args.scaffold.split(",")) if s and s != "profile"),
         repeats=args.repeats,
     )
-    config = load_config(args.config)
-    out = sweep_dir(spec, args.out, config)
-    print(f"sweep {spec.name}-{spec.key()} -> {out}")
-    df = run_sweep(
-        spec,
-        config_path=config.source,
+    df = run_grid(
+        SweepGrid(spec, cache=not args.no_cache),
+        load_config(args.config),
         out_dir=args.out,
         max_workers=args.workers or 2,
-        cache=not args.no_cache,
         cluster=args.cluster,
         storage=args.storage,
+        on_start=lambda out: print(f"sweep {spec.name}-{spec.key()} -> {out}"),
     )
+    out = Path(df.attrs["grid_dir"])
     from subagent_lab.analysis.headline import (
         comparison_sentences,
         floor_sentences,
@@ -223,19 +223,21 @@ def _cmd_delegation(args: argparse.Namespace) -> int:
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from subagent_lab.experiments.delegation import DelegationSpec, run_study, study_dir
+    from subagent_lab.config.profiles import load_config
+    from subagent_lab.experiments.delegation import DelegationSpec, StudyGrid
     from subagent_lab.experiments.delegation_table import (
         plot_quality_vs_context,
         readable_study,
         study_sentences,
         study_table,
     )
+    from subagent_lab.experiments.grid import run_grid
 
     spec = DelegationSpec(tasks_per_split=args.tasks_per_split, repeats=args.repeats, baseline=args.baseline)
-    print(f"study {spec.name}-{spec.key()} -> {study_dir(spec, args.out)}")
-    df = run_study(spec, config_path=args.config, out_dir=args.out, workers=args.workers or STUDY_WORKERS,
-                   cache=not args.no_cache, progress=True)  # fmt: skip
-    out = Path(df.attrs["study_dir"])
+    df = run_grid(StudyGrid(spec, cache=not args.no_cache), load_config(args.config), out_dir=args.out,
+                  max_workers=args.workers or STUDY_WORKERS, cluster=args.cluster, storage=args.storage,
+                  on_start=lambda out: print(f"study {spec.name}-{spec.key()} -> {out}"))  # fmt: skip
+    out = Path(df.attrs["grid_dir"])
     with pd.option_context("display.width", 250, "display.max_columns", 30):
         for split in dict.fromkeys(df["split"]):
             print(f"\n{split} (means over tasks, 95% bootstrap intervals; Δ alone paired by task):")

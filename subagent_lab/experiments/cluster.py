@@ -1,20 +1,16 @@
-"""Sweeps on a Dask distributed cluster, with no filesystem shared between the driver and workers.
+"""Grids on a Dask distributed cluster, with no filesystem shared between the driver and workers.
 
-``run_sweep(spec, cluster="tcp://host:8786")`` hands the runs to ``run_on_cluster``. Each run is
-one Dask task (``cluster_task``) that gets everything it needs from the driver: the run, and the
-configuration as JSON (scattered once, system prompts inlined: no path of the driver's is read on
-a worker). The worker writes the run's trace and call-cache entries in its own directory, then
-returns the row, the trace gzip-compressed and the new cache entries; the driver writes the trace
-under the sweep directory, the entries into its call cache and the row into ``results.jsonl``,
-so resume, the one results log and the cache work as they do on one machine. With ``storage``
-(an fsspec URL: ``file:///shared/x``, ``s3://bucket/x``) the worker writes the compressed trace
-there instead and the row's ``trace_path`` is its URL.
-
-The driver trusts nothing a worker returns (``accept_result``): the trace's name is checked
-(a session directory and a file name, each one path component of a fixed alphabet), its size is
-capped while it is decompressed, cache keys must be SHA-256 hex and entries valid responses, the
-row's identity columns come from the driver's own run, and a storage URL is rebuilt by the driver.
-A result that fails any check is a failed run whose ``error`` says why; nothing is written.
+``run_grid(grid, cluster="tcp://host:8786")`` (``run_sweep``, ``run_study``) hands the cells to
+``run_on_cluster``. Each cell is one Dask task (``cluster_task``) that gets everything it needs
+from the driver: the grid (its spec and any custom factory), the cell, and the configuration as
+JSON (scattered once, system prompts inlined: no path of the driver's is read on a worker). The
+worker runs the cell with its own directory for traces and call-cache entries, then returns the
+row, the traces gzip-compressed (a parent's and its children's) and the new cache entries; the
+driver writes the traces under the grid's directory, the entries into its call cache and the row
+into ``results.jsonl``, so resume, the one results log and the cache work as they do on one
+machine. With ``storage`` (an fsspec URL: ``file:///shared/x``, ``s3://bucket/x``) the worker
+writes the compressed traces there instead and the row's ``trace_path`` is its URL. The driver
+trusts nothing a worker returns (``experiments.worker_result``).
 
 A worker lost mid-run: the scheduler runs its tasks again on another worker; every task start is
 logged as a Dask event, so the row of a run that started more than once says ``retried`` (and
@@ -30,29 +26,30 @@ import gzip
 import hashlib
 import json
 import os
-import re
 import shutil
 import threading
 import uuid
-import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from subagent_lab.agents.launcher import ModelFactory
 from subagent_lab.config.parsed import parsed_config
 from subagent_lab.config.profiles import LabConfig, ModelConfig, load_config
 from subagent_lab.core.model import Model
-from subagent_lab.core.types import ModelChoice, ModelResponse
-from subagent_lab.experiments.execute import execute_run
-from subagent_lab.experiments.rows import base_row
-from subagent_lab.experiments.spec import RunSpec
+from subagent_lab.core.types import ModelChoice
+from subagent_lab.experiments.grid_types import Grid, GridCell, Row
+from subagent_lab.experiments.worker_result import WorkerResultError, _write_trace, accept_result, failed_row
 from subagent_lab.local_models.factory import default_model_factory
 from subagent_lab.local_models.namespace import config_namespace
-from subagent_lab.models.cache import CachingModel, entry_path, store_entry
+from subagent_lab.models.cache import CachingModel, entry_path
 from subagent_lab.models.pool import pooled_factory
+
+__all__ = [  # the driver's checks are re-exported: the red-team tests reach them through this module
+    "START_TOPIC", "WorkerResultError", "_write_trace", "accept_result", "cluster_limiter", "cluster_task",
+    "dask_setup", "failed_row", "run_on_cluster",
+]  # fmt: skip
 
 START_TOPIC = "subagent-lab-run-started"
 """The Dask event topic every task start is logged under (``{"run_key", "worker"}``)."""
@@ -109,15 +106,12 @@ def _config_file(config_json: str, where: Path) -> Path:
 
 
 def cluster_task(
-    run: RunSpec,
-    config_json: str,
-    model_factory: ModelFactory | None,
-    storage: str | None,
-    driver: str = "",
+    grid: Grid[Any], cell: GridCell, config_json: str, storage: str | None, driver: str = ""
 ) -> dict[str, Any]:
-    """Run one sweep run on a worker; return its row, its compressed trace and new cache entries.
+    """Run one cell of ``grid`` on a worker; return its row, its compressed traces and new cache
+    entries (``worker_result.accept_result`` reads them).
 
-    ``driver``: the submitting driver's token, in the start event (several sweeps may share a cluster).
+    ``driver``: the submitting driver's token, in the start event (several grids may share a cluster).
     """
     worker = ""
     try:
@@ -125,16 +119,16 @@ def cluster_task(
 
         me = get_worker()
         worker = me.address
-        me.log_event(START_TOPIC, {"run_key": run.run_key, "worker": worker, "driver": driver})
+        me.log_event(START_TOPIC, {"run_key": cell.run_key, "worker": worker, "driver": driver})
     except (ImportError, ValueError):
         pass  # not on a Dask worker (called directly): nothing to log
     home = _worker_dir()
     config_path = _config_file(config_json, home)
     lab = parsed_config(config_path)  # once per worker: the file is named by its content
-    if model_factory is None and not _LIMITER and worker:
+    if grid.model_factory is None and not _LIMITER and worker:
         _LIMITER.append(cluster_limiter())
     limiter = _LIMITER[0] if _LIMITER else None
-    inner = model_factory or pooled_factory(
+    inner = grid.model_factory or pooled_factory(
         lab, default_model_factory(lab), limiter=limiter, share_adapters=True
     )
     cached: list[CachingModel] = []
@@ -142,180 +136,73 @@ def cluster_task(
 
     def make(choice: ModelChoice, cfg: ModelConfig) -> Model:
         model = inner(choice, cfg)
-        if run.cache_dir is None:
+        if cell.cache_dir is None:
             return model
         wrapped = CachingModel(model, cache_dir, namespace=config_namespace(lab, cfg))
         cached.append(wrapped)
         return wrapped
 
     scratch = home / "traces" / uuid.uuid4().hex
-    local = run.model_copy(
+    local = cell.model_copy(
         update={"trace_dir": str(scratch), "cache_dir": None, "config_path": str(config_path)}
     )
     try:
-        row = execute_run(local, make)
+        row = grid.execute(local, make)
         row.update(cache_hits=sum(m.hits for m in cached), cache_misses=sum(m.misses for m in cached))
-        trace_rel, blob, raw_size = _take_trace(row, scratch)
+        main, traces, raw_size = _take_traces(row, scratch, cell.trace_dir)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    blob = traces.get(main) if main else None
     row.update(worker=worker, trace_bytes=raw_size, trace_bytes_compressed=len(blob) if blob else 0)
-    if storage and trace_rel and blob is not None:
+    sent: dict[str, bytes | None] = dict(traces)
+    if storage:  # the traces go there; the driver gets their names (None: stored)
         import fsspec
 
-        url = f"{storage.rstrip('/')}/traces/{trace_rel}.gz"
-        with fsspec.open(url, "wb", auto_mkdir=True) as fh:
-            fh.write(blob)
-        row["trace_path"], blob = url, None
+        for rel, gz in traces.items():
+            with fsspec.open(f"{storage.rstrip('/')}/traces/{rel}.gz", "wb", auto_mkdir=True) as fh:
+                fh.write(gz)
+        sent = dict.fromkeys(traces)
+        if main:
+            row["trace_path"] = f"{storage.rstrip('/')}/traces/{main}.gz"
     entries = {
         key: entry_path(cache_dir, key).read_text(encoding="utf-8") for m in cached for key in m.written
     }
-    return {"row": row, "trace_rel": trace_rel, "trace_gz": blob, "cache": entries}
+    others = {rel: gz for rel, gz in sent.items() if rel != main}
+    return {"row": row, "trace_rel": main, "trace_gz": sent.get(main) if main else None,
+            "traces": others, "cache": entries}  # fmt: skip
 
 
-def _take_trace(row: dict[str, Any], scratch: Path) -> tuple[str | None, bytes | None, int]:
-    """(path below the scratch dir, gzip bytes, raw size) of the run's trace; Nones when there is none."""
-    path = Path(row["trace_path"]) if row.get("trace_path") else None
-    if path is None or not path.is_file():
-        return None, None, 0
-    raw = path.read_bytes()
-    return path.relative_to(scratch).as_posix(), gzip.compress(raw, compresslevel=6), len(raw)
-
-
-MAX_TRACE_BYTES = 64 * 1024 * 1024
-"""A returned trace larger than this, decompressed, is refused (a 64 KB gzip bomb is 64 MB)."""
-MAX_ROW_BYTES = 1024 * 1024
-"""A returned row larger than this as JSON is refused."""
-MAX_CACHE_ENTRIES = 4096
-MAX_CACHE_ENTRY_BYTES = 8 * 1024 * 1024
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
-"""One path component, of a fixed alphabet, never ``.`` or ``..`` (it cannot start with a dot)."""
-_CACHE_KEY = re.compile(r"[0-9a-f]{64}")
-
-
-class WorkerResultError(ValueError):
-    """What a worker returned cannot be accepted; the message says why."""
-
-
-def _trace_rel(value: object) -> str | None:
-    """A returned trace name: ``<session>/<file>.jsonl`` (or ``<file>.jsonl``), each part one
-    component of ``_NAME``'s alphabet; None for no trace."""
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise WorkerResultError(f"trace name is a {type(value).__name__}, not text")
-    parts = value.split("/")
-    if not 1 <= len(parts) <= 2 or not all(_NAME.fullmatch(p) for p in parts) or not value.endswith(".jsonl"):
-        raise WorkerResultError(f"trace name {value[:200]!r} is not '<session>/<name>.jsonl'")
-    return value
-
-
-def _inflate(blob: object, limit: int = MAX_TRACE_BYTES) -> bytes:
-    """A returned gzip trace, decompressed, refused past ``limit`` bytes (checked as it inflates)."""
-    if not isinstance(blob, bytes):
-        raise WorkerResultError(f"trace is a {type(blob).__name__}, not bytes")
-    inflater = zlib.decompressobj(wbits=31)  # gzip framing
-    try:
-        raw = inflater.decompress(blob, limit + 1)
-    except zlib.error as exc:
-        raise WorkerResultError(f"trace is not gzip data: {exc}") from None
-    if len(raw) > limit or inflater.unconsumed_tail:
-        raise WorkerResultError(f"trace is over {limit:,} bytes decompressed")
-    return raw
-
-
-def _write_trace(run: RunSpec, rel: str, raw: bytes) -> Path:
-    """Write a returned trace (decompressed: every reader takes plain JSONL) under the sweep."""
-    root = Path(run.trace_dir)
-    dest = root / rel
-    if not dest.resolve().is_relative_to(root.resolve()):  # a session directory that is a link
-        raise WorkerResultError(f"trace name {rel!r} leads outside the sweep directory")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex}")
-    tmp.write_bytes(raw)
-    os.replace(tmp, dest)
-    return dest
-
-
-def _cache_entries(value: object) -> dict[str, str]:
-    """Returned cache entries: SHA-256 hex keys, valid responses of bounded size."""
-    if not isinstance(value, dict) or len(value) > MAX_CACHE_ENTRIES:
-        raise WorkerResultError(f"cache entries are not a mapping of at most {MAX_CACHE_ENTRIES} items")
-    for key, text in value.items():
-        if not isinstance(key, str) or not _CACHE_KEY.fullmatch(key):
-            raise WorkerResultError(f"cache key {str(key)[:200]!r} is not a SHA-256 hex digest")
-        if not isinstance(text, str) or len(text) > MAX_CACHE_ENTRY_BYTES:
-            raise WorkerResultError(
-                f"cache entry {key} is not text of at most {MAX_CACHE_ENTRY_BYTES:,} bytes"
-            )
-        try:
-            ModelResponse.model_validate_json(text)
-        except ValueError:
-            raise WorkerResultError(f"cache entry {key} is not a model response") from None
-    return value
-
-
-def _checked_row(run: RunSpec, value: object) -> dict[str, Any]:
-    """A returned row: a JSON object of bounded size; its identity columns are the driver's."""
-    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-        raise WorkerResultError(f"row is a {type(value).__name__} with non-text keys or not a mapping")
-    try:
-        size = len(json.dumps(value, default=str))
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise WorkerResultError(f"row cannot be written as JSON: {type(exc).__name__}") from None
-    if size > MAX_ROW_BYTES:
-        raise WorkerResultError(f"row is over {MAX_ROW_BYTES:,} bytes as JSON")
-    # The run's identity is the driver's: a row claiming another run_key would be resumed past.
-    # seed and temperature stay the worker's (the run reports what it used).
-    identity = {k: v for k, v in base_row(run).items() if k not in ("seed", "temperature")}
-    return {**value, **identity}
-
-
-def accept_result(run: RunSpec, out: object, storage: str | None = None) -> dict[str, Any]:
-    """Check what ``cluster_task`` returned for ``run``, write its trace and cache entries under
-    the driver's own directories, and return its row; raises ``WorkerResultError`` (nothing
-    written) when any part is malformed."""
-    if not isinstance(out, dict):
-        raise WorkerResultError(f"result is a {type(out).__name__}, not a mapping")
-    row = _checked_row(run, out.get("row"))
-    rel = _trace_rel(out.get("trace_rel"))
-    blob = out.get("trace_gz")
-    raw = _inflate(blob) if rel is not None and blob is not None else None
-    entries = _cache_entries(out.get("cache", {})) if run.cache_dir else {}
-    if rel is not None and raw is not None:
-        row["trace_path"] = str(_write_trace(run, rel, raw))
-    elif storage and rel is not None:
-        row["trace_path"] = f"{storage.rstrip('/')}/traces/{rel}.gz"  # where cluster_task put it
-    elif "trace_path" in row:
-        row["trace_path"] = None  # a worker's own path means nothing here
-    if run.cache_dir:
-        for key, text in entries.items():
-            if not entry_path(run.cache_dir, key).exists():
-                store_entry(run.cache_dir, key, text)
-    return row
-
-
-def failed_row(run: RunSpec, error: str) -> dict[str, Any]:
-    """The row of a run that produced no usable result."""
-    return {
-        **base_row(run),
-        "terminal_reason": "crashed",
-        "status": "failed",
-        "error": error[:3000],
-        "elapsed_s": 0.0,
-    }
+def _take_traces(row: Row, scratch: Path, driver_dir: str) -> tuple[str | None, dict[str, bytes], int]:
+    """The name of the row's own trace below ``scratch`` (None: there is none), every trace the
+    run wrote there (name -> gzip bytes) and the row's own raw size. A parent's trace names its
+    children's by path: the scratch directory in every trace, and in the row's ``child_traces``,
+    becomes the driver's trace directory."""
+    own = Path(row["trace_path"]) if row.get("trace_path") else None
+    files = sorted(scratch.rglob("*.jsonl"))
+    mine, theirs = json.dumps(str(scratch))[1:-1].encode(), json.dumps(driver_dir)[1:-1].encode()
+    traces: dict[str, bytes] = {}
+    size = 0
+    for path in files:
+        raw = path.read_bytes().replace(mine, theirs)
+        size = len(raw) if path == own else size
+        traces[path.relative_to(scratch).as_posix()] = gzip.compress(raw, compresslevel=6)
+    if row.get("child_traces"):
+        row["child_traces"] = str(row["child_traces"]).replace(str(scratch), driver_dir)
+    main = own.relative_to(scratch).as_posix() if own is not None and own in files else None
+    return main, traces, size
 
 
 def run_on_cluster(
-    runs: list[RunSpec],
+    grid: Grid[Any],
+    cells: list[Any],
     address: str,
     *,
     lab: LabConfig,
-    model_factory: ModelFactory | None,
-    on_row: Callable[[dict[str, Any]], None],
+    on_row: Callable[[Row], None],
     storage: str | None = None,
     window: int | None = None,
 ) -> None:
-    """Run ``runs`` on the Dask scheduler at ``address``; ``on_row`` gets each finished row."""
+    """Run ``grid``'s ``cells`` on the Dask scheduler at ``address``; ``on_row`` gets each finished row."""
     from distributed import Client, as_completed
 
     with Client(address, set_as_default=False) as client:
@@ -327,35 +214,34 @@ def run_on_cluster(
         def started(event: tuple[float, dict[str, Any]]) -> None:
             msg = event[1]
             if msg.get("driver") != token:
-                return  # another sweep's run on the same cluster
+                return  # another grid's run on the same cluster
             with lock:
                 starts.setdefault(str(msg.get("run_key")), []).append(str(msg.get("worker")))
 
         client.subscribe_topic(START_TOPIC, started)
         config = client.scatter(lab.model_dump_json(), broadcast=True, hash=True)
+        shipped = client.scatter(grid, broadcast=True, hash=False)  # once, not with every cell
         slots = window or max(2 * sum(client.nthreads().values()), 4)
-        pending: dict[str, RunSpec] = {}
+        pending: dict[str, GridCell] = {}
 
-        def submit(run: RunSpec) -> Any:
+        def submit(cell: GridCell) -> Any:
             key = f"subagent-lab-run-{uuid.uuid4().hex}"
-            pending[key] = run
-            return client.submit(
-                cluster_task, run, config, model_factory, storage, token, key=key, pure=False
-            )
+            pending[key] = cell
+            return client.submit(cluster_task, shipped, cell, config, storage, token, key=key, pure=False)
 
-        todo = iter(runs)
-        done = as_completed([submit(r) for r in islice(todo, slots)], loop=client.loop)
+        todo = iter(cells)
+        done = as_completed([submit(c) for c in islice(todo, slots)], loop=client.loop)
         for future in done:
             run = pending.pop(future.key)
             try:
                 out = future.result()
             except Exception as exc:  # the task's workers kept dying (KilledWorker), or it was lost
-                row = failed_row(run, f"{type(exc).__name__}: {exc}")
+                row = failed_row(run, f"{type(exc).__name__}: {exc}", grid.identity)
             else:
                 try:
-                    row = accept_result(run, out, storage)
+                    row = accept_result(run, out, storage, grid.identity)
                 except (WorkerResultError, OSError) as exc:
-                    row = failed_row(run, f"malformed worker result: {exc}")
+                    row = failed_row(run, f"malformed worker result: {exc}", grid.identity)
             # The scheduler counts workers that died while running the task; the start events
             # also catch a start the scheduler gave up on. Either way the run started again.
             lost = _lost_workers(client, future.key)

@@ -14,9 +14,11 @@ axis, the **cell**, is an arm and the child's context mode:
   ``context``), ``forked`` (the parent's conversation so far, within the child's context budget).
 
 ``STUDY_CELLS`` is the issue's grid: the four arms isolated, and the three modes on
-``delegate-light``. Rows go to ``results.jsonl`` (``experiments.rows.ResultLog``) as runs finish;
-the same spec resumes. ``baseline=True`` runs every model as the no-model baseline (the parent
-``ParentBaseline``, children ``BaselineModel``): the floor, and notebook 4's CI default.
+``delegate-light``. The study is a grid (``StudyGrid``) on the one grid engine
+(``experiments.grid``): rows go to ``results.jsonl`` as runs finish, the same spec resumes, and
+``cluster=`` runs it on a Dask cluster as a sweep runs. ``baseline=True`` runs every model as the
+no-model baseline (the parent ``ParentBaseline``, children ``BaselineModel``): the floor, and
+notebook 4's CI default.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ import hashlib
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -48,9 +52,10 @@ from subagent_lab.experiments.delegation_ledger import (
     parent_ledgers,
     score_parent,
 )
+from subagent_lab.experiments.grid import Grid, Row, grid_dir, run_grid
 from subagent_lab.experiments.parent_baseline import ParentBaseline
-from subagent_lab.experiments.rows import SCORE_COLUMNS, ResultLog, load_results
-from subagent_lab.experiments.stamp import provenance, row_stamp
+from subagent_lab.experiments.rows import SCORE_COLUMNS
+from subagent_lab.experiments.stamp import Provenance, provenance, row_stamp
 
 Arm = Literal["alone", "delegate-light", "delegate-main", "forced-delegation"]
 ARMS: tuple[Arm, ...] = ("alone", "delegate-light", "delegate-main", "forced-delegation")
@@ -154,15 +159,29 @@ def study_tasks(split: str, n: int) -> list[BenchTask]:
     return picked
 
 
+def study_models(spec: DelegationSpec) -> list[ModelChoice]:
+    """The model choices the study runs (its provenance's weights; the first stamps its rows)."""
+    return ["none"] if spec.baseline else [spec.parent_model, "light", "main"]
+
+
 def plan_study(
-    spec: DelegationSpec, *, config_path: str | None, out: Path, lab: LabConfig, cache: bool = False
+    spec: DelegationSpec,
+    *,
+    config_path: str | None,
+    out: Path,
+    lab: LabConfig,
+    cache: bool = False,
+    prov: Provenance | None = None,
 ) -> list[StudyRun]:
     """Every parent run of the study, in a deterministic order: task by task, the splits taking
     turns (dev's first task, test's first, dev's second, ...), every cell of a task together, so a
-    study stopped early still holds every cell, paired, on both splits."""
-    models: list[ModelChoice] = ["none"] if spec.baseline else [spec.parent_model, "light", "main"]
+    study stopped early still holds every cell, paired, on both splits. ``prov``: the study's, as
+    the grid engine computed it once (None: computed here); each split's rows carry its own
+    suite hash."""
+    models = study_models(spec)
     per_split: dict[str, list[BenchTask]] = {s: study_tasks(s, spec.tasks_per_split) for s in spec.splits}
-    stamps = {s: row_stamp(provenance(lab, tasks, models), models[0]) for s, tasks in per_split.items()}
+    prov = prov or provenance(lab, [t for tasks in per_split.values() for t in tasks], models)
+    stamps = {s: row_stamp(prov.for_tasks(tasks), models[0]) for s, tasks in per_split.items()}
     cache_dir = str(out.parent / "model-cache") if cache else None
     runs: list[StudyRun] = []
     for index in range(max((len(t) for t in per_split.values()), default=0)):
@@ -172,20 +191,10 @@ def plan_study(
             for cell in spec.cells:
                 for repeat in range(spec.repeats):
                     key = "|".join([split, tasks[index].id, cell.label, str(repeat)])
-                    runs.append(
-                        StudyRun(
-                            run_key=key,
-                            task=tasks[index],
-                            split=split,
-                            cell=cell,
-                            repeat=repeat,
-                            spec=spec,
-                            config_path=config_path,
-                            trace_dir=str(out / "traces"),
-                            stamp=stamps[split],
-                            cache_dir=cache_dir,
-                        )
-                    )
+                    runs.append(StudyRun(run_key=key, task=tasks[index], split=split, cell=cell,
+                                         repeat=repeat, spec=spec, config_path=config_path,
+                                         trace_dir=str(out / "traces"), stamp=stamps[split],
+                                         cache_dir=cache_dir))  # fmt: skip
     return runs
 
 
@@ -235,20 +244,25 @@ def _factories(
     return parent or default, child or parent or default
 
 
+def study_row(run: StudyRun) -> dict[str, Any]:
+    """The columns of a parent run's row that its plan decides (a failed row is these and why)."""
+    return {
+        "run_key": run.run_key, "split": run.split, "task_id": run.task.id, "kind": run.task.kind,
+        "package": run.task.package, "arm": run.cell.arm, "context_mode": run.cell.context_mode,
+        "cell": run.cell.label, "repeat": run.repeat, "baseline": run.spec.baseline, **run.stamp,
+    }  # fmt: skip
+
+
 def execute_study_run(
     run: StudyRun, parent_factory: ModelFactory | None = None, child_factory: ModelFactory | None = None
 ) -> dict[str, Any]:
     """Run one parent of the grid and return its row; a crash becomes a row with the traceback."""
     started = time.time()
-    row: dict[str, Any] = {
-        "run_key": run.run_key, "split": run.split, "task_id": run.task.id, "kind": run.task.kind,
-        "package": run.task.package, "arm": run.cell.arm, "context_mode": run.cell.context_mode,
-        "cell": run.cell.label, "repeat": run.repeat, "baseline": run.spec.baseline, **run.stamp,
-    }  # fmt: skip
+    row = study_row(run)
     try:
         lab = study_config(parsed_config(run.config_path), run)
         parents, children = _factories(lab, run, parent_factory, child_factory)
-        root = run.task.workspace_root()
+        root = run.task.workspace_root(fetch=True)  # a cluster worker makes its own
         agent = MainAgent(
             lab,
             root,
@@ -292,14 +306,54 @@ def execute_study_run(
     return row
 
 
+@dataclass
+class StudyGrid(Grid[StudyRun]):
+    """The study on the grid engine: its cells are ``plan_study``'s, each run by ``execute_study_run``."""
+
+    spec: DelegationSpec
+    cache: bool = True
+    """The configured models go through the model-call cache (never a custom or baseline model)."""
+    parent_factory: ModelFactory | None = None
+    child_factory: ModelFactory | None = None
+
+    @property
+    def model_factory(self) -> ModelFactory | None:  # type: ignore[override]
+        """The parent's custom factory: it serves the children too unless they have their own."""
+        return self.parent_factory
+
+    @cached_property
+    def tasks(self) -> list[BenchTask]:
+        """Every split's tasks, split by split (the order the provenance hashes them in)."""
+        return [t for split in self.spec.splits for t in study_tasks(split, self.spec.tasks_per_split)]
+
+    def provenance(self, lab: LabConfig) -> Provenance:
+        return provenance(lab, self.tasks, study_models(self.spec))
+
+    def cells(self, lab: LabConfig, out: Path, prov: Provenance) -> list[StudyRun]:
+        custom = self.parent_factory is not None or self.spec.baseline  # their calls never enter the cache
+        cache = self.cache and not custom
+        return plan_study(self.spec, config_path=lab.source, out=out, lab=lab, cache=cache, prov=prov)
+
+    def execute(self, cell: StudyRun, factory: ModelFactory | None = None) -> Row:
+        if factory is None or self.spec.baseline:  # the baseline's models are its own, everywhere
+            return execute_study_run(cell, self.parent_factory, self.child_factory)
+        return execute_study_run(cell, factory, self.child_factory or factory)
+
+    def identity(self, cell: StudyRun) -> Row:
+        return study_row(cell)
+
+    def models(self, cells: list[StudyRun]) -> set[ModelChoice]:
+        return set(study_models(self.spec))
+
+
 def study_dir(spec: DelegationSpec, out_dir: str | Path | None = None, lab: LabConfig | None = None) -> Path:
-    """``<out_dir>/<name>-<spec hash>-<provenance hash>`` (default ``out_dir``: ``<trace_dir>/sweeps``):
-    rows of another code, configuration, prompt, task or weights version never mix."""
+    """The directory ``run_study`` uses (``experiments.grid.grid_dir``; default ``out_dir``:
+    ``<trace_dir>/sweeps``): ``<name>-<spec hash>``, or ``...-<provenance hash>`` when that one
+    exists (every study before the one grid engine) or the plain one holds rows of another code,
+    configuration, prompt, task or weights version: rows of two versions never mix."""
     lab = lab or load_config()
-    tasks = [t for split in spec.splits for t in study_tasks(split, spec.tasks_per_split)]
-    models: list[ModelChoice] = ["none"] if spec.baseline else [spec.parent_model, "light", "main"]
-    key = provenance(lab, tasks, models).key()
-    return (Path(out_dir) if out_dir else lab.trace_root() / "sweeps") / f"{spec.name}-{spec.key()}-{key}"
+    base = Path(out_dir) if out_dir else lab.trace_root() / "sweeps"
+    return grid_dir(spec, base, StudyGrid(spec).provenance(lab))
 
 
 def run_study(
@@ -313,32 +367,18 @@ def run_study(
     progress: bool = False,
     cache: bool = True,
     on_row: Callable[[dict[str, Any]], None] | None = None,
+    cluster: str | None = None,
+    storage: str | None = None,
 ) -> pd.DataFrame:
-    """Run (or resume) the study and return its table, one row per parent run (``df.attrs["study_dir"]``)."""
-    lab = load_config(config_path)
-    out = study_dir(spec, out_dir, lab)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "spec.json").write_text(spec.model_dump_json(indent=2))
-    log = ResultLog(out / "results.jsonl")
-    done = {row["run_key"] for row in log.rows() if row.get("terminal_reason") != "crashed"}
-    custom = parent_factory is not None or spec.baseline  # a custom model's calls never enter the cache
-    planned = plan_study(spec, config_path=lab.source, out=out, lab=lab, cache=cache and not custom)
-    runs = [r for r in planned if r.run_key not in done]
-    if runs and not spec.baseline and parent_factory is None:
-        from subagent_lab.local_models.server import ensure_server
+    """Run (or resume) the study and return its table, one row per parent run (``df.attrs["study_dir"]``).
 
-        ensure_server(lab)  # once, up front, rather than racing to start it from workers
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(execute_study_run, r, parent_factory, child_factory) for r in runs]
-        for n, future in enumerate(as_completed(futures), 1):
-            row = future.result()
-            log.append(row)
-            if progress:
-                print(f"[{n}/{len(runs)}] {row['run_key']}: {row.get('terminal_reason')}", flush=True)
-            if on_row is not None:
-                on_row(row)
-    df = load_results(out)
-    df.attrs["study_dir"] = str(out)
+    ``cluster``: a Dask scheduler's address; the parent runs go to its workers as a sweep's runs do
+    (``experiments.cluster``; ``storage``: an fsspec URL they write traces to). Else ``workers``
+    threads run them."""
+    grid = StudyGrid(spec, cache=cache, parent_factory=parent_factory, child_factory=child_factory)
+    df = run_grid(grid, load_config(config_path), out_dir=out_dir, max_workers=workers, cluster=cluster,
+                  storage=storage, progress=progress, on_row=on_row)  # fmt: skip
+    df.attrs["study_dir"] = df.attrs["grid_dir"]
     return df
 
 

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from subagent_lab.bench.suite import BenchTask, load_suite, suite_label
 from subagent_lab.config.profiles import LabConfig, load_config
 from subagent_lab.core.types import ModelChoice
-from subagent_lab.experiments.stamp import Seeding, derive_seed, provenance, row_stamp
+from subagent_lab.experiments.stamp import Provenance, Seeding, derive_seed, provenance, row_stamp
 
 
 class Variant(BaseModel):
@@ -112,16 +112,25 @@ def spec_tasks(spec: SweepSpec) -> list[BenchTask]:
 
 
 def plan_runs(
-    spec: SweepSpec, *, config_path: str | None, out: Path, cache: bool, lab: LabConfig | None = None
+    spec: SweepSpec,
+    *,
+    config_path: str | None,
+    out: Path,
+    cache: bool,
+    lab: LabConfig | None = None,
+    prov: Provenance | None = None,
+    tasks: list[BenchTask] | None = None,
 ) -> list[RunSpec]:
-    """Every run of the grid, in a deterministic order, grouped by model.
+    """Every run of the grid, in a deterministic order, grouped by model; ``prov`` and ``tasks``
+    as the grid engine computed them once (None: computed here).
 
     The embedded server holds one model at a time: grouping by model avoids reloading weights and
     losing the prompt cache between neighbouring runs.
     """
     lab = lab or load_config(config_path)
-    tasks = spec_tasks(spec)
-    stamps = {m: row_stamp(provenance(lab, tasks, spec.models), m) for m in spec.models}
+    tasks = spec_tasks(spec) if tasks is None else tasks
+    prov = prov or provenance(lab, tasks, spec.models)
+    stamps = {m: row_stamp(prov, m) for m in spec.models}
     suite = suite_label(spec.split)
     presets = {name: lab.scaffold(name).resolved() for name in spec.scaffolds}
     scaffolds: list[str | None] = list(spec.scaffolds) or [None]

@@ -27,7 +27,7 @@ from subagent_lab.config.profiles import LabConfig
 from subagent_lab.core.types import FLOOR_CHOICES, ModelChoice
 
 Seeding = Literal["derived", "base"]
-__all__ = ["Provenance", "Seeding", "derive_seed", "provenance", "row_stamp", "weights_id"]
+__all__ = ["Provenance", "Seeding", "derive_seed", "provenance", "row_stamp", "suite_hash", "weights_id"]
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -60,6 +60,11 @@ class Provenance(BaseModel):
 
     def same(self, other: Provenance) -> bool:
         return self.identity() == other.identity()
+
+    def for_tasks(self, tasks: Iterable[BenchTask]) -> Provenance:
+        """This provenance with ``suite_hash`` over ``tasks`` only (a study stamps each split's rows
+        with its own suite), every other hash as computed once for the whole grid."""
+        return self.model_copy(update={"suite_hash": suite_hash(tasks)})
 
     def differences(self, other: Provenance) -> list[str]:
         """The identity fields whose values differ (sorted)."""
@@ -117,15 +122,20 @@ def provenance(lab: LabConfig, tasks: Iterable[BenchTask], models: Iterable[Mode
         **{f"profile:{n}": p.system_prompt for n, p in lab.profiles.items()},
         **{f"agent:{n}": a.system_prompt for n, a in lab.agents.items()},
     }
-    suite = [t.model_dump(mode="json") for t in tasks]
     return Provenance(
         code_version=code_version(),
         code_hash=_code_hash(PACKAGE_ROOT),
         config_hash=_sha(json.dumps(config, sort_keys=True, default=str))[:12],
         prompts_hash=_sha(json.dumps(prompts, sort_keys=True))[:12],
-        suite_hash=_sha(json.dumps(suite, sort_keys=True, default=str))[:12],
+        suite_hash=suite_hash(tasks),
         weights={choice: weights_id(lab, choice) for choice in dict.fromkeys(models)},
     )
+
+
+def suite_hash(tasks: Iterable[BenchTask]) -> str:
+    """``Provenance.suite_hash`` of ``tasks``, in order."""
+    suite = [t.model_dump(mode="json") for t in tasks]
+    return _sha(json.dumps(suite, sort_keys=True, default=str))[:12]
 
 
 def row_stamp(prov: Provenance, choice: ModelChoice) -> dict[str, Any]:

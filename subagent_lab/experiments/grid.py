@@ -70,7 +70,7 @@ def note_provenance(spec: GridSpec, out: Path, prov: Provenance) -> None:
         old = recorded_provenance(other) if other != out else None
         if old is not None and not old.same(prov):
             moved = ", ".join(prov.differences(old))
-            print(f"sweep {spec.name!r}: {moved} differ from {other.name}; not resuming it: rows go to {out}")
+            print(f"{spec.name!r}: {moved} differ from {other.name}; not resuming it: rows go to {out}")
     (out / "provenance.json").write_text(prov.model_dump_json(indent=2))
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from conftest import LauncherFactory
 
-from subagent_lab.agents import launcher as launcher_module
+from subagent_lab.agents import plan as plan_module
 from subagent_lab.agents.launch_io import plain_json
 from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
 from subagent_lab.config.agent_profile import AgentProfile
@@ -181,7 +181,7 @@ def test_harness_bug_outside_the_loop_is_recorded_once(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("tool registry bug")
 
-    monkeypatch.setattr(launcher_module, "build_tools", broken)
+    monkeypatch.setattr(plan_module, "build_tools", broken)
     launcher, model = make_launcher([final(GOOD)])
     result = launcher.launch(SubagentRequest(task=TASK))
     assert result.terminal_reason == "crashed" and "tool registry bug" in result.detail

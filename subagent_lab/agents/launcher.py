@@ -142,6 +142,7 @@ class SubagentLauncher:
         """The run's result, masked: it goes to the parent's model, to sweep tables and to logs (an
         endpoint may echo the Authorization header in an error that becomes the detail)."""
         profile, model = plan.profile, plan.model
+        assert isinstance(profile, RuntimeProfile)  # a child's plan (``plan_run``)
         grammar, checked = self.config.grammar_aids(profile.model_dump(), model.used)
         result = SubagentResult(
             run_id=plan.run_id,
@@ -163,9 +164,7 @@ class SubagentLauncher:
             policies=policy_names(plan.policies),
             aids_grammar=grammar,
             aids_checked=checked,
-            retrieval=candidates_of_trace(plan.trace_path)
-            if isinstance(profile, RuntimeProfile) and profile.retrieval_start
-            else [],
+            retrieval=candidates_of_trace(plan.trace_path) if profile.retrieval_start else [],
         )
         return SubagentResult.model_validate_json(self.config.redactor()(to_json(result)))
 

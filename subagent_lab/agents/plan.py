@@ -210,7 +210,10 @@ def _child_start(
     profile, spec = plan.profile, plan.spec
     assert isinstance(profile, RuntimeProfile)
     shape, problem = _shape(request.task, plan.workspace, names, plan.policies)
-    task = render_task(request.task, request.context, shape.overview, shape.files, shape.sections)
+    # Rendered once: the task as the harness restates it is the first message without its
+    # appended sections (a repo map, a tool guide), whose identifiers are not the task's words.
+    body = render_task(request.task, request.context, shape.overview, shape.files)
+    task = "\n\n".join([body, *(section for section in shape.sections if section)])
     system = Message(role="system", content=profile.system_prompt)
     first = Message(role="user", content=task)
     # Trimmed before the trace starts, so that RunStarted records what the child starts from.
@@ -252,9 +255,7 @@ def _child_start(
         plan,
         tools=build_tools(names, profile.tool_interface, limits),
         messages=(system, *prior, first),
-        # The first message without its appended context (a repo map, a tool guide), whose
-        # identifiers are not the task's words and, cut at a length, made a restated task junk.
-        task_message=render_task(request.task, request.context, shape.overview, shape.files, []).strip(),
+        task_message=body.strip(),  # cut at a length, a restated task with a repo map was junk
         shown=shown,
         started=started,
         problem=problem,

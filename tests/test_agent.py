@@ -401,7 +401,7 @@ def test_parent_spec_is_the_child_spec_builder(config: LabConfig, workspace: Pat
     assert RequireToolFirst(2) in policies(agent.profile)  # min_tool_calls is a policy's parameter now
     assert plan.policies == policies(agent.profile)
     assert [m.role for m in plan.messages] == ["system", "user"]
-    assert plan.messages[1].content == plan.started.task == plan.task_message
+    assert plan.started is not None and plan.messages[1].content == plan.started.task == plan.task_message
     assert plan.trace_path.name == f"main-{plan.run_id}.jsonl"
 
 

@@ -166,6 +166,7 @@ class MainAgent:
         # each command); on the real checkout the ask policy gates Edit and Bash as a whole.
         gate_policy: AskPolicy = "allow" if self.scratch else self.ask_policy
         cap = self.children_token_cap
+        note = sandbox.note() if "Bash" in tools else None  # disabled or unsandboxed: said in the trace too
         return plan_main(
             self.config,
             self.profile,
@@ -174,9 +175,7 @@ class MainAgent:
             system_prompt=self.system_prompt(),
             tools=tools,
             ask_policy=gate_policy,
-            note=sandbox.note()
-            if "Bash" in tools
-            else None,  # disabled or unsandboxed: said in the trace too
+            note=note,
             session_id=self.session_id,
             trace_dir=self.trace_dir,
             budgets=None if cap is None else {"children_token_cap": cap},

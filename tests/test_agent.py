@@ -395,10 +395,14 @@ def test_parent_spec_is_the_child_spec_builder(config: LabConfig, workspace: Pat
     cfg = _with_main(config, min_tool_calls=2, max_parallel_tools=3)
     agent, _ = _agent(cfg, workspace, tmp_path, [])
     _, model_cfg, _ = cfg.resolve_model(agent.profile.model)
-    spec = agent._spec(model_cfg)
-    assert spec == loop_spec(agent.profile, model_cfg)
-    assert (spec.max_parallel_tools, spec.contract) == (3, None)
+    plan = agent.plan("Find the entry point.", Workspace(workspace))
+    assert plan.spec == loop_spec(agent.profile, model_cfg)
+    assert (plan.spec.max_parallel_tools, plan.spec.contract) == (3, None)
     assert RequireToolFirst(2) in policies(agent.profile)  # min_tool_calls is a policy's parameter now
+    assert plan.policies == policies(agent.profile)
+    assert [m.role for m in plan.messages] == ["system", "user"]
+    assert plan.started is not None and plan.messages[1].content == plan.started.task == plan.task_message
+    assert plan.trace_path.name == f"main-{plan.run_id}.jsonl"
 
 
 def test_parent_trace_uses_the_launchers_redactor(

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from conftest import LauncherFactory
 
-from subagent_lab.agents import launcher as launcher_module
+from subagent_lab.agents import plan as plan_module
 from subagent_lab.agents.launch_io import plain_json
 from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
 from subagent_lab.config import build
@@ -27,6 +27,7 @@ from subagent_lab.models.scripted import ScriptedModel, final, tool_call
 from subagent_lab.scaffold.grace import Grace
 from subagent_lab.scaffold.require_evidence import RequireEvidence
 from subagent_lab.scaffold.require_tool_first import RequireToolFirst
+from subagent_lab.workspace.sandbox import Workspace
 
 GOOD = {
     "status": "completed",
@@ -181,7 +182,7 @@ def test_harness_bug_outside_the_loop_is_recorded_once(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("tool registry bug")
 
-    monkeypatch.setattr(launcher_module, "build_tools", broken)
+    monkeypatch.setattr(plan_module, "build_tools", broken)
     launcher, model = make_launcher([final(GOOD)])
     result = launcher.launch(SubagentRequest(task=TASK))
     assert result.terminal_reason == "crashed" and "tool registry bug" in result.detail
@@ -275,3 +276,37 @@ def test_one_spec_builder_carries_every_shared_field(config: LabConfig) -> None:
     ) in parent_policies
     assert (parent_spec.max_parallel_tools, parent_spec.max_steps) == (3, 7)
     assert (loop_spec(child, model, seed=5, temperature=0.9).seed, loop_spec(child, model).seed) == (5, 11)
+
+
+# --- the run plan -------------------------------------------------------------------------------
+
+
+def test_a_child_is_planned_once_and_the_loop_starts_from_the_plan(
+    make_launcher: LauncherFactory, config: LabConfig, workspace: Path, tmp_path: Path
+) -> None:
+    overrides = {"tool_interface": "simple", "symbol_tools": True, "tool_guide": True}
+    request = SubagentRequest(task=TASK, context={"hint": "app/"}, overrides=overrides)
+    plan = plan_module.plan_run(
+        config, request, Workspace(workspace), session_id="s", trace_dir=tmp_path / "runs"
+    )
+    system, first = plan.messages
+    assert plan.started is not None
+    assert system.content == plan.started.system_prompt and first.content == plan.started.task
+    # The restated task is the first message up to its appended sections (the tool guide here).
+    assert first.content.startswith(plan.task_message + "\n\n") and "app/" in plan.task_message
+    assert plan.task == TASK and plan.problem is None
+    assert list(plan.tools) == plan.started.tools and plan.gate.allowlist == frozenset(plan.tools)
+    assert plan.trace_path == tmp_path / "runs" / "s" / f"explore-{plan.run_id}.jsonl"
+    launcher, model = make_launcher([final(GOOD)])
+    launcher.launch(request)
+    assert model.requests[0].messages[1].content == first.content  # the launch runs the same plan
+
+
+def test_an_unreadable_workspace_is_the_plans_problem_not_an_exception(
+    config: LabConfig, workspace: Path, tmp_path: Path
+) -> None:
+    root = Workspace(workspace)
+    shutil.rmtree(workspace)  # removed after the launcher was made
+    plan = plan_module.plan_run(config, SubagentRequest(task=TASK), root, session_id="s", trace_dir=tmp_path)
+    assert plan.problem is not None and "is unavailable" in plan.problem
+    assert plan.started is not None and plan.started.task.startswith(TASK)

@@ -1,9 +1,8 @@
-"""What a launch reads and writes around the loop: the child's first messages (a fork's share of
-the parent's conversation included), the run's
-``RunStarted`` (one builder for child and parent), and a trace that records its write failures
-instead of raising them.
+"""The pieces a run plan (``agents.plan``) is made of and the trace a launch writes: the first
+message's text and layout line, a fork's share of the parent's conversation, the parent's context
+as plain JSON, and a trace that records its write failures instead of raising them.
 
-Both exist so that ``SubagentLauncher.launch`` never raises for a runtime condition: odd values
+They exist so that ``SubagentLauncher.launch`` never raises for a runtime condition: odd values
 in the parent's structured context are rendered, not rejected, and a trace that cannot be written
 loses trace lines, never the run's result.
 """
@@ -12,19 +11,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from subagent_lab.config.agent_profile import AgentProfile
-from subagent_lab.config.profiles import ModelConfig, RuntimeProfile
 from subagent_lab.core.context import estimate_messages
-from subagent_lab.core.policy import Policy, policy_names, policy_params
-from subagent_lab.core.trace import Redactor, RunEnded, RunStarted, TraceWriter
-from subagent_lab.core.types import Message, ModelChoice
+from subagent_lab.core.trace import Redactor, RunEnded, TraceWriter
+from subagent_lab.core.types import Message
 from subagent_lab.workspace.sandbox import Workspace
 
 MAX_CONTEXT_DEPTH = 12
@@ -115,52 +109,6 @@ def _text(value: Any) -> str:
         return str(value)
     except Exception:  # a __str__ that raises: the type name still says what it was
         return f"<unprintable {type(value).__name__}>"
-
-
-@dataclass(frozen=True)
-class ModelUse:
-    """The model a run asked for and the one it got."""
-
-    choice: ModelChoice
-    used: ModelChoice
-    config: ModelConfig
-    fallback: bool
-
-
-def run_started(
-    run_id: str,
-    limits: RuntimeProfile | AgentProfile,
-    model: ModelUse,
-    policies: tuple[Policy, ...],
-    *,
-    budgets: Mapping[str, float] | None = None,
-    **fields: Any,
-) -> RunStarted:
-    """The run's first event, for a child or a parent: its model, the four budgets of its profile
-    (``limits``; its cost cap when set; plus ``budgets``), the policies it runs with, and
-    ``fields`` (session, profile name, endpoint, tools, workspace, prompts and the rest)."""
-    return RunStarted(
-        run_id=run_id,
-        model_choice=model.choice,
-        model_used=model.used,
-        model_id=model.config.model,
-        fallback=model.fallback,
-        budgets={
-            "max_steps": limits.max_steps,
-            "context_token_budget": limits.context_token_budget,
-            "total_token_budget": limits.total_token_budget,
-            "timeout_s": limits.timeout_s,
-            **_cost_cap(limits),
-            **(budgets or {}),
-        },
-        policies=policy_names(policies),
-        policy_params=policy_params(policies),
-        **fields,
-    )
-
-
-def _cost_cap(limits: RuntimeProfile | AgentProfile) -> dict[str, float]:
-    return {} if limits.cost_budget_usd is None else {"cost_budget_usd": limits.cost_budget_usd}
 
 
 class GuardedTrace(TraceWriter):

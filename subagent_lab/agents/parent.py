@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from subagent_lab.agents.launch_io import ModelUse, run_started, workspace_overview
-from subagent_lab.agents.launcher import ModelFactory, ParentLink, SubagentLauncher, SubagentRequest
+from subagent_lab.agents.launcher import ModelFactory, SubagentLauncher
 from subagent_lab.agents.main_tools import MainToolContext, main_tools
+from subagent_lab.agents.plan import ParentLink, RunPlan, SubagentRequest, plan_main
 from subagent_lab.agents.result import (
     MainRunResult,
     SubagentResult,
@@ -40,16 +40,14 @@ from subagent_lab.agents.task_tool import (
 )
 from subagent_lab.agents.verify import check_claim, checked_tokens
 from subagent_lab.agents.verify import feedback as verification_feedback
-from subagent_lab.config import build
 from subagent_lab.config.agent_profile import AgentProfile
-from subagent_lab.config.profiles import LabConfig, ModelConfig
+from subagent_lab.config.profiles import LabConfig
 from subagent_lab.core.budget import MIN_OUTPUT_TOKENS
-from subagent_lab.core.loop import LoopDeps, LoopOutcome, LoopSpec, run_loop
+from subagent_lab.core.loop import LoopOutcome, LoopSpec, run_loop
 from subagent_lab.core.model import Model, same_model
-from subagent_lab.core.permissions import AskPolicy, PermissionGate
-from subagent_lab.core.policy import Policy
-from subagent_lab.core.tool import Tool, ToolError
-from subagent_lab.core.trace import PromptAdded, Redactor, RunEnded, RunStarted, TraceWriter, new_id, to_json
+from subagent_lab.core.permissions import AskPolicy
+from subagent_lab.core.tool import ToolError
+from subagent_lab.core.trace import PromptAdded, RunEnded, TraceWriter, new_id, to_json
 from subagent_lab.core.types import ConfigError, Message, ModelChoice
 from subagent_lab.local_models import factory
 from subagent_lab.tools.edit import ReadStamps
@@ -139,10 +137,6 @@ class MainAgent:
             text += f"\n\nSub-agent types for Task (subagent_type):\n{kinds}"
         return text + "\n"
 
-    def _spec(self, model: ModelConfig) -> LoopSpec:
-        """The loop limits of the whole run (a retry segment gets what is left of them)."""
-        return build.loop_spec(self.profile, model)  # the same builder as every child's
-
     @staticmethod
     def _remaining(
         base: LoopSpec, done: list[LoopOutcome], started: float, checked: int = 0
@@ -163,134 +157,134 @@ class MainAgent:
             max_repairs=max(0, base.max_repairs - sum(o.repairs_used for o in done)),
         )
 
-    def run(self, task_text: str, *, cancel: threading.Event | None = None) -> MainRunResult:
-        """Run the agent on ``task_text`` until it answers (and, with verification on, is accepted)."""
-        run = self._setup(task_text, cancel)
-        try:
-            outcomes, checks, answer = self._segments(run)
-            result = self._result(run, outcomes, checks, answer)
-            result = MainRunResult.model_validate_json(run.redactor(to_json(result)))  # masked like the trace
-            run.trace.emit(RunEnded(run_id=run.run_id, step=result.steps, **result.ended_fields()))
-        finally:
-            run.trace.close()
-        return result
-
-    def _setup(self, task_text: str, cancel: threading.Event | None) -> _Run:
-        """Workspace, trace, launcher, tools and gate, first message and ``RunStarted``."""
-        started = time.monotonic()
-        scratch = make_scratch(self.target, self.scratch_dir) if self.scratch else None
-        workspace = Workspace(scratch.root if scratch else self.target)
-        run_id = new_id("run")
-        trace_path = self.trace_dir / self.session_id / f"main-{run_id}.jsonl"
-        model = ModelUse(self.profile.model, *self.config.resolve_model(self.profile.model))
-        # One redactor for parent and children: the parent's trace masks what the children's do.
-        redactor = self.config.redactor()
-        trace = TraceWriter(trace_path, run_id, redactor=redactor)
-        launcher = SubagentLauncher(
-            self.config,
-            workspace.root,
-            model_factory=self.child_model_factory,
-            trace_dir=self.trace_dir,
-            session_id=self.session_id,
-            parent=ParentLink(session_id=self.session_id, run_id=run_id, trace_path=str(trace_path)),
-            parent_trace=trace,
-        )
-        ctx = self._tool_context(workspace, launcher, cancel, model)
+    def plan(self, task_text: str, workspace: Workspace, sandbox: BashSandbox | None = None) -> RunPlan:
+        """The run's plan on ``workspace`` (``agents.plan.plan_main``): tools, gate, first message,
+        limits, policies and ``RunStarted``."""
+        sandbox = sandbox or self._sandbox()
         tools = main_tools(self.profile.tools)
         # On a scratch copy writes and commands are approved at the gate (Bash still classifies
         # each command); on the real checkout the ask policy gates Edit and Bash as a whole.
-        gate_policy: AskPolicy = "allow" if scratch is not None else self.ask_policy
-        gate = PermissionGate(mode="main_agent", allowlist=frozenset(tools), ask_policy=gate_policy)
-        # The same one-line layout a child gets: without it small models guess paths.
-        first_message = f"{task_text.strip()}\n\n{workspace_overview(workspace)}"
-        if "Bash" in tools and ctx.bash_sandbox.note():  # disabled or unsandboxed: said in the trace too
-            first_message += f"\n{ctx.bash_sandbox.note()}"
-        run = _Run(task_text, run_id, trace_path, model, started, workspace, scratch, ctx, tools, gate, trace,
-                   redactor, launcher, build.policies(self.profile), first_message, cancel)  # fmt: skip
-        trace.emit(self._started(run))
-        return run
+        gate_policy: AskPolicy = "allow" if self.scratch else self.ask_policy
+        cap = self.children_token_cap
+        note = sandbox.note() if "Bash" in tools else None  # disabled or unsandboxed: said in the trace too
+        return plan_main(
+            self.config,
+            self.profile,
+            workspace,
+            task=task_text,
+            system_prompt=self.system_prompt(),
+            tools=tools,
+            ask_policy=gate_policy,
+            note=note,
+            session_id=self.session_id,
+            trace_dir=self.trace_dir,
+            budgets=None if cap is None else {"children_token_cap": cap},
+        )
+
+    def run(self, task_text: str, *, cancel: threading.Event | None = None) -> MainRunResult:
+        """Run the agent on ``task_text`` until it answers (and, with verification on, is accepted):
+        plan, open the trace, run the loop, build the result."""
+        started = time.monotonic()
+        scratch = make_scratch(self.target, self.scratch_dir) if self.scratch else None
+        sandbox = self._sandbox()
+        plan = self.plan(task_text, Workspace(scratch.root if scratch else self.target), sandbox)
+        # One redactor for parent and children: the parent's trace masks what the children's do.
+        redactor = self.config.redactor()
+        trace = TraceWriter(plan.trace_path, plan.run_id, redactor=redactor)
+        launcher = SubagentLauncher(
+            self.config,
+            plan.workspace.root,
+            model_factory=self.child_model_factory,
+            trace_dir=self.trace_dir,
+            session_id=self.session_id,
+            parent=ParentLink(
+                session_id=self.session_id, run_id=plan.run_id, trace_path=str(plan.trace_path)
+            ),
+            parent_trace=trace,
+        )
+        ctx = self._tool_context(plan, launcher, cancel, sandbox)
+        run = _Running(plan=plan, trace=trace, ctx=ctx, scratch=scratch, started=started, cancel=cancel)
+        try:
+            if plan.started is not None:  # always set for a parent
+                trace.emit(plan.started)
+            outcomes, checks, answer = self._segments(run)
+            result = self._result(run, outcomes, checks, answer)
+            result = MainRunResult.model_validate_json(redactor(to_json(result)))  # masked like the trace
+            trace.emit(RunEnded(run_id=plan.run_id, step=result.steps, **result.ended_fields()))
+        finally:
+            trace.close()
+        return result
+
+    def _sandbox(self) -> BashSandbox:
+        return BashSandbox(self.profile.bash_sandbox, self.profile.bash_ro_paths, hide=(str(self.target),))
 
     def _tool_context(
         self,
-        workspace: Workspace,
+        plan: RunPlan,
         launcher: SubagentLauncher,
         cancel: threading.Event | None,
-        model: ModelUse,
+        sandbox: BashSandbox,
     ) -> MainToolContext:
         return MainToolContext(
-            workspace=workspace,
+            workspace=plan.workspace,
             stamps=ReadStamps(),
             task=TaskContext(
                 launcher=launcher,
                 children_token_cap=self.children_token_cap,
                 cancel=cancel,
-                cost=build.cost_account(self.profile, model.config),
+                cost=plan.cost,  # one account: the parent's segments and its children
                 context_mode=self.context_mode,
                 child_model=self.child_model,
                 swap_for=self.child_swap,
             ),
             ask_policy=self.ask_policy,
             bash_timeout_s=self.profile.bash_timeout_s,
-            bash_sandbox=BashSandbox(
-                self.profile.bash_sandbox, self.profile.bash_ro_paths, hide=(str(self.target),)
-            ),
-        )
-
-    def _started(self, run: _Run) -> RunStarted:
-        """The parent's ``RunStarted`` (the same builder as a child's)."""
-        extra = {} if self.children_token_cap is None else {"children_token_cap": self.children_token_cap}
-        return run_started(
-            run.run_id,
-            self.profile,
-            run.model,
-            run.policies,
-            budgets=extra,
-            session_id=self.session_id,
-            profile="main",
-            endpoint=self.config.endpoint_url(run.model.config),
-            tools=list(run.tools),
-            workspace=str(run.workspace.root),
-            system_prompt=self.system_prompt(),
-            task=run.first_message,
+            bash_sandbox=sandbox,
         )
 
     def _segments(
-        self, run: _Run
+        self, run: _Running
     ) -> tuple[list[LoopOutcome], list[tuple[VerificationRecord, SubagentResult | None]], str | None]:
         """The loop, re-entered after each verdict that names something to fix, under what is left of
         the run's budgets: (each segment's outcome, each check, the last answer)."""
         outcomes: list[LoopOutcome] = []
         checks: list[tuple[VerificationRecord, SubagentResult | None]] = []
         answer: str | None = None
-        messages = [
-            Message(role="system", content=self.system_prompt()),
-            Message(role="user", content=run.first_message),
-        ]
+        messages = list(run.plan.messages)
         model = self._model(run)
         if isinstance(model, LoopOutcome):
             return [model], checks, answer
         if self.forced_delegation:
             messages.append(self._forced(run))
-        spec: LoopSpec | None = self._spec(run.model.config)
+        spec: LoopSpec | None = run.plan.spec
         while spec is not None:
-            outcome = run_loop(spec, self._deps(run, model, sum(o.steps for o in outcomes)), messages)
+            # Step numbers continue across segments; the run's one RunEnded is written by ``run``.
+            deps = run.plan.deps(
+                model,
+                run.trace,
+                run.ctx,
+                run.cancel,
+                step_offset=sum(o.steps for o in outcomes),
+                emit_run_ended=False,
+            )
+            outcome = run_loop(spec, deps, messages)
             outcomes.append(outcome)
             if outcome.contract is not None:
                 answer = unwrap_answer(str(outcome.contract.get("answer", "")))
             if not (self.verify and outcome.terminal_reason == "completed" and answer is not None):
                 break
-            left = self._spec(run.model.config).total_token_budget - checked_tokens(checks)
+            left = run.plan.spec.total_token_budget - checked_tokens(checks)
             left -= sum(o.usage.total_tokens for o in outcomes)
-            record, child = check_claim(run.launcher, run.ctx.task, run.task, answer, len(checks) + 1, left)
+            record, child = check_claim(
+                run.ctx.task.launcher, run.ctx.task, run.plan.task, answer, len(checks) + 1, left
+            )
             checks.append((record, child))
             retries_left = self.profile.max_verification_retries - (len(checks) - 1)
             # UNVERIFIED names nothing the parent could fix: a retry would only spend again.
             if self._passes(record) or record.verdict == "UNVERIFIED" or retries_left <= 0:
                 break
             # The next segment continues the conversation under what is left of the budgets.
-            spec = self._remaining(
-                self._spec(run.model.config), outcomes, run.started, checked_tokens(checks)
-            )
+            spec = self._remaining(run.plan.spec, outcomes, run.started, checked_tokens(checks))
             if spec is None:
                 break
             feedback = verification_feedback(record, len(checks), self.profile.max_verification_retries)
@@ -298,15 +292,15 @@ class MainAgent:
             messages = [*outcome.messages, Message(role="user", content=feedback)]
             step = sum(o.steps for o in outcomes)
             run.trace.emit(
-                PromptAdded(run_id=run.run_id, step=step, purpose="verification", content=feedback)
+                PromptAdded(run_id=run.plan.run_id, step=step, purpose="verification", content=feedback)
             )
         return outcomes, checks, answer
 
-    def _model(self, run: _Run) -> Model | LoopOutcome:
+    def _model(self, run: _Running) -> Model | LoopOutcome:
         """The parent's model (recording the conversation for forked children), or the failed
         outcome of a model that cannot be set up (a model error, not a crash)."""
         try:
-            model: Model = self.model_factory(run.model.used, run.model.config)
+            model: Model = self.model_factory(run.plan.model.used, run.plan.model.config)
         except Exception as exc:
             detail = f"model setup failed: {exc}"
             return LoopOutcome(terminal_reason="model_error", status="failed", detail=detail)
@@ -316,37 +310,18 @@ class MainAgent:
             run.ctx.task.conversation = lambda: list(recorder.last)
         return model
 
-    def _deps(self, run: _Run, model: Model, step_offset: int) -> LoopDeps:
-        return LoopDeps(
-            model=model,
-            tools=run.tools,
-            gate=run.gate,
-            tool_context=run.ctx,
-            workspace_root=run.workspace.root,
-            trace=run.trace,
-            cancel=run.cancel,
-            # Step numbers continue across segments; the run's one RunEnded is written by ``run``.
-            step_offset=step_offset,
-            emit_run_ended=False,
-            policies=run.policies,
-            task=run.task,
-            task_message=run.first_message.strip(),
-            cost=run.ctx.task.cost,  # one account: the parent's segments and its children
-            allow_model_fallback=self.profile.allow_model_fallback,
-        )
-
-    def _forced(self, run: _Run) -> Message:
+    def _forced(self, run: _Running) -> Message:
         """Forced delegation: the task, verbatim, to one explore child; its envelope as the message
         that follows the task (and a ``PromptAdded`` in the trace: the harness wrote it)."""
-        request = SubagentRequest(task=run.task, profile="explore", model=self.child_model)
-        swap = self.child_swap(run.task, "explore") if self.child_swap is not None else None
+        request = SubagentRequest(task=run.plan.task, profile="explore", model=self.child_model)
+        swap = self.child_swap(run.plan.task, "explore") if self.child_swap is not None else None
         request = swap.apply(request) if swap else request
         try:
             observation = TaskEnvelope.from_result(run.ctx.task.launch_capped(request)).observation()
         except ToolError as exc:  # the cap left too little for even one child
             observation = f"[explore sub-agent: not started] {exc}"
         text = f"{FORCED_LEAD}\n{observation}"
-        run.trace.emit(PromptAdded(run_id=run.run_id, step=0, purpose="forced_delegation", content=text))
+        run.trace.emit(PromptAdded(run_id=run.plan.run_id, step=0, purpose="forced_delegation", content=text))
         return Message(role="user", content=text)
 
     def _passes(self, record: VerificationRecord) -> bool:
@@ -355,12 +330,12 @@ class MainAgent:
 
     def _result(
         self,
-        run: _Run,
+        run: _Running,
         outcomes: list[LoopOutcome],
         checks: list[tuple[VerificationRecord, SubagentResult | None]],
         answer: str | None,
     ) -> MainRunResult:
-        ctx, workspace, scratch = run.ctx, run.workspace, run.scratch
+        ctx, plan, scratch = run.ctx, run.plan, run.scratch
         merged = merge_outcomes(outcomes)
         verdict = checks[-1][0].verdict if checks else None
         if merged["contract"] is None and answer is not None:
@@ -375,49 +350,41 @@ class MainAgent:
         children += [child_record(c, "verification") for _, c in checks if c is not None]
         return MainRunResult(
             **merged,
-            **roll_up(run.model.used, merged["usage"], cost_usd(merged["usage"], run.model.config), children),
+            **roll_up(
+                plan.model.used, merged["usage"], cost_usd(merged["usage"], plan.model.config), children
+            ),
             elapsed_s=time.monotonic() - run.started,
-            run_id=run.run_id,
+            run_id=plan.run_id,
             session_id=self.session_id,
-            task=run.task,
+            task=plan.task,
             answer=answer,
-            model_used=run.model.used,
-            model_id=run.model.config.model,
-            fallback=run.model.fallback
-            or any(not same_model(run.model.config.model, s) for s in merged["served_model_ids"]),
+            model_used=plan.model.used,
+            model_id=plan.model.config.model,
+            fallback=plan.model.fallback
+            or any(not same_model(plan.model.config.model, s) for s in merged["served_model_ids"]),
             children=children,
             segments=len(outcomes),
             verifications=[record for record, _ in checks],
             verdict=verdict,
             target=str(self.target),
-            workspace=str(workspace.root),
+            workspace=str(plan.workspace.root),
             scratch_path=str(scratch.root) if scratch else None,
             changed_files=scratch.changed_files() if scratch else [],  # from the copy's own manifest
             scratch_notes=scratch.notes if scratch else [],
             bash_sandbox=ctx.bash_sandbox.status() if "Bash" in self.profile.tools else "",
-            trace_path=str(run.trace_path),
+            trace_path=str(plan.trace_path),
         )
 
 
 @dataclass(frozen=True)
-class _Run:
-    """One main-agent run as its steps share it."""
+class _Running:
+    """One main-agent run once its trace is open: the plan and what the run opened around it."""
 
-    task: str
-    run_id: str
-    trace_path: Path
-    model: ModelUse
-    started: float
-    workspace: Workspace
-    scratch: ScratchCopy | None
-    ctx: MainToolContext
-    tools: dict[str, Tool]
-    gate: PermissionGate
+    plan: RunPlan
     trace: TraceWriter
-    redactor: Redactor
-    launcher: SubagentLauncher
-    policies: tuple[Policy, ...]
-    first_message: str
+    ctx: MainToolContext
+    scratch: ScratchCopy | None
+    started: float
     cancel: threading.Event | None
 
 

@@ -38,7 +38,9 @@ def apply_overrides(
     ConfigError that starts with ``where`` and names each field. A kind with a ``fold`` step (a child
     profile's scaffold keys) folds each layer before the next: a later layer's scaffold replaces an
     earlier layer's flat scaffold keys, as a later layer's field replaces an earlier one's."""
-    merged = base.model_dump() if isinstance(base, BaseModel) else dict(base)
+    # A model's own fields (``dict(model)``), nested models as they are: valid already, they are not
+    # dumped and validated again.
+    merged = dict(base)
     fold = getattr(kind, "fold", None)
     for layer in layers:
         merged.update(layer)

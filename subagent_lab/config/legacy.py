@@ -67,14 +67,31 @@ def is_scaffold_key(key: object) -> bool:
 def fold(raw: Mapping[str, Any], base: Scaffold) -> dict[str, Any]:
     """``raw`` (a profile's fields) with every scaffold key folded into its ``scaffold`` (``base``
     when it names none), applied in the order written."""
-    out = {k: v for k, v in raw.items() if not is_scaffold_key(k)}
     keys = [k for k in raw if is_scaffold_key(k)]
+    out = {k: v for k, v in raw.items() if k not in keys}
     given = raw.get("scaffold", base)
-    scaffold = given if isinstance(given, Scaffold) else Scaffold.model_validate(given)
+    scaffold = given if isinstance(given, Scaffold) else _validated(given)
     if keys:
         scaffold = apply_keys(scaffold, {k: raw[k] for k in keys})
     out["scaffold"] = scaffold
     return out
+
+
+def _validated(given: Any) -> Scaffold:
+    """A scaffold's fields validated, once per distinct value: a sweep's every run passes its
+    preset's fields again, and a ``Scaffold`` is frozen, so one instance serves them all."""
+    try:
+        key = json.dumps(given, sort_keys=True)
+    except (TypeError, ValueError):
+        return Scaffold.model_validate(given)  # not plain JSON: validated (and its error raised) as is
+    if key not in _SEEN:
+        if len(_SEEN) >= 256:
+            _SEEN.clear()
+        _SEEN[key] = Scaffold.model_validate(given)
+    return _SEEN[key]
+
+
+_SEEN: dict[str, Scaffold] = {}
 
 
 def apply_keys(scaffold: Scaffold, keys: Mapping[str, Any]) -> Scaffold:

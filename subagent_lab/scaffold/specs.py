@@ -60,9 +60,21 @@ Spec = tuple[str, Mapping[str, Any]]
 """A policy's class name and its parameters (every settable one: ``settable``)."""
 
 
+_Made = tuple[list[type[Policy]], int, dict[str, type[Policy]], dict[str, int]]
+_MADE: list[_Made] = []
+"""The registry and positions made for ``ORDER`` as it was then (the list and its length)."""
+
+
+def _made() -> tuple[dict[str, type[Policy]], dict[str, int]]:
+    if not _MADE or _MADE[0][0] is not ORDER or _MADE[0][1] != len(ORDER):
+        names = {cls.__name__: cls for cls in ORDER}
+        _MADE[:] = [(ORDER, len(ORDER), names, {name: i for i, name in enumerate(names)})]
+    return _MADE[0][2], _MADE[0][3]
+
+
 def registry() -> dict[str, type[Policy]]:
-    """Every policy by its spec name (its class name), in ``ORDER``."""
-    return {cls.__name__: cls for cls in ORDER}
+    """Every policy by its spec name (its class name), in ``ORDER`` (made once per order)."""
+    return _made()[0]
 
 
 def policy_class(name: str) -> type[Policy]:
@@ -119,7 +131,7 @@ def check_params(name: str, params: Mapping[str, Any]) -> dict[str, Any]:
 
 def order_key(name: str) -> int:
     """A policy's place in ``ORDER``."""
-    return [cls.__name__ for cls in ORDER].index(name)
+    return _made()[1][name]
 
 
 def build_policies(specs: Sequence[Spec], *, contract: bool) -> tuple[Policy, ...]:

@@ -157,8 +157,8 @@ def legacy_hash(scaffold: Scaffold) -> str:
 def scaffold_of_fields(fields: Mapping[str, Any], base: Scaffold) -> Scaffold:
     """The scaffold a trace's recorded profile fields ran: a ``scaffold`` entry (specs), or the
     flat fields of an older trace folded over ``base``."""
-    scaffold = fold(fields, base)["scaffold"]
-    return scaffold if isinstance(scaffold, Scaffold) else Scaffold.model_validate(scaffold)
+    scaffold: Scaffold = fold(fields, base)["scaffold"]
+    return scaffold
 
 
 def upgrade_fields(fields: Mapping[str, Any], base: Scaffold) -> dict[str, Any]:

@@ -68,8 +68,10 @@ def resolve_presets(
         try:
             scaffold = extend(base, preset.policies, preset.observation)
             resolved[name] = apply_keys(scaffold, preset.fields) if preset.fields else scaffold
-        except (ValueError, ValidationError) as exc:
-            raise ValueError(f"scaffolds.{name}: {_problem(exc)}") from None
+        except ValidationError as exc:
+            raise ValueError(f"scaffolds.{name}: {validation_problems(exc)}") from None
+        except ValueError as exc:
+            raise ValueError(f"scaffolds.{name}: {exc}") from None
         return resolved[name]
 
     for name in presets:
@@ -77,14 +79,6 @@ def resolve_presets(
             raise ValueError(f"scaffolds.{name}: built in, it cannot be redefined")
         resolve(name, ())
     return resolved
-
-
-def _problem(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        return "; ".join(
-            f"{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}" for e in exc.errors()
-        )
-    return str(exc)
 
 
 @dataclass(frozen=True)

@@ -130,7 +130,7 @@ class RuntimeProfile(_Frozen):
         pydantic's unchecked copy: a profile is never a state that validation would refuse."""
         if not update:
             return super().model_copy(deep=deep)
-        return type(self).model_validate({**self.model_dump(), **update})
+        return type(self).model_validate({**dict(self), **update})
 
     @model_validator(mode="after")
     def _invariants(self) -> RuntimeProfile:

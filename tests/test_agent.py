@@ -236,7 +236,7 @@ def test_gate_turns_a_false_done_into_a_retry(config: LabConfig, workspace: Path
     result = agent.run("Add logging to login.")
 
     assert [v.verdict for v in result.verifications] == ["FAIL", "PASS"]
-    assert (result.status, result.verdict, result.segments, result.steps) == ("completed", "PASS", 2, 4)
+    assert (result.status, result.verdict, result.attempts, result.steps) == ("completed", "PASS", 2, 4)
     assert result.answer == "login in app/auth.py now prints each attempt."
     retry = model.requests[2].messages
     assert retry[-2].role == "assistant" and retry[-2].content == "I added logging to login in app/auth.py."
@@ -272,7 +272,7 @@ def test_a_retry_segment_continues_the_conversation_and_the_step_numbers(
     ]
     agent, model = _agent(config, workspace, tmp_path, turns, verify=True)
     result = agent.run("Where is login?")
-    assert (result.status, result.segments, result.steps) == ("completed", 2, 4)
+    assert (result.status, result.attempts, result.steps) == ("completed", 2, 4)
     # The second segment starts from the first one's conversation (its tool result, its answer as
     # the model wrote it), then the verifier's feedback: the loop's outcome carried it over.
     first_final, retry = model.requests[1].messages, model.requests[3].messages
@@ -323,7 +323,7 @@ def test_budgets_stay_global_across_retries(config: LabConfig, workspace: Path, 
     turns = [final("a"), _verdict("FAIL", "no"), final("b"), _verdict("FAIL", "still no"), final("c")]
     agent, model = _agent(cfg, workspace, tmp_path, turns, verify=True)
     result = agent.run("Do it")
-    assert result.steps == 2 and result.segments == 2  # the profile's 2 steps, not 2 per segment
+    assert result.steps == 2 and result.attempts == 2  # the profile's 2 steps, not 2 per attempt
     assert (result.status, result.verdict, result.answer) == ("partial", "FAIL", "b")
     assert len(model.turns) == 1
 

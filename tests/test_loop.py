@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from subagent_lab.agents.launcher import SubagentRequest
 from subagent_lab.analysis.metrics import child_metrics
 from subagent_lab.config.profiles import LabConfig
-from subagent_lab.core.loop import LoopDeps, LoopOutcome, LoopSpec, run_loop
+from subagent_lab.core.loop import LoopDeps, LoopOutcome, LoopSpec, Review, Reviewer, run_loop
 from subagent_lab.core.model import ModelCallError
 from subagent_lab.core.permissions import PermissionGate
 from subagent_lab.core.trace import (
@@ -368,11 +368,11 @@ def test_the_final_answer_grammar_fits_the_output_cap() -> None:
     assert props["status"] == contract_schema("ExploreResult")["properties"]["status"]  # enums untouched
 
 
-# --- the outcome carries the conversation; a later segment continues the steps ---------------
+# --- the outcome carries the conversation; a review starts another attempt -----------------
 
 
 def _direct(
-    workspace: Path, tmp_path: Path, turns: list[Turn], *, step_offset: int = 0, emit_run_ended: bool = True
+    workspace: Path, tmp_path: Path, turns: list[Turn], *, review: Reviewer | None = None
 ) -> tuple[LoopOutcome, list[Event], ScriptedModel, list[Message]]:
     """``run_loop`` itself (no launcher): its outcome, its trace's events and the scripted model."""
     model = ScriptedModel(turns)
@@ -388,8 +388,7 @@ def _direct(
         tool_context=Workspace(workspace),
         workspace_root=workspace,
         trace=trace,
-        step_offset=step_offset,
-        emit_run_ended=emit_run_ended,
+        review=review,
     )
     start = [
         Message(role="system", content="Answer from the tools."),
@@ -416,19 +415,66 @@ def test_the_outcome_returns_the_conversation(workspace: Path, tmp_path: Path) -
     assert sum(isinstance(e, RunEnded) for e in events) == 1
 
 
-def test_a_later_segment_continues_the_steps_and_leaves_run_ended_to_its_caller(
+class _SendBackOnce:
+    """A reviewer that sends the first answer back (its review spending ``spend`` tokens) and
+    lets the second stand; it records what it was given."""
+
+    def __init__(self, spend: int) -> None:
+        self.spend, self.seen = spend, list[tuple[str, int, int]]()
+
+    def __call__(self, attempt: LoopOutcome, tokens_left: int) -> Review:
+        self.seen.append(
+            (str((attempt.contract or {}).get("answer")), tokens_left, attempt.usage.total_tokens)
+        )
+        feedback = "Check app/auth.py again." if len(self.seen) == 1 else None
+        return Review(feedback=feedback, spent_tokens=self.spend, purpose="verification")
+
+
+def test_a_review_sends_the_answer_back_for_a_fresh_attempt_under_what_is_left(
     workspace: Path, tmp_path: Path
 ) -> None:
-    turns = [tool_call("Grep", pattern="def login"), final("login is defined in app/auth.py:4.")]
-    outcome, events, _, _ = _direct(workspace, tmp_path, turns, step_offset=3, emit_run_ended=False)
-    assert outcome.steps == 2  # the segment's own steps; the offset only numbers its events
-    assert [(e.kind, e.step) for e in events if e.kind in ("model_called", "tool_started")] == [
-        ("model_called", 3),
-        ("tool_started", 4),
-        ("model_called", 4),
-    ]
-    assert min(e.step for e in events) == 3
-    assert not any(isinstance(e, RunEnded) for e in events)
+    grep = tool_call("Grep", pattern="def login")
+    turns = [grep, final("in app/auth.py"), grep, final("login is defined in app/auth.py:4.")]
+    reviewer = _SendBackOnce(spend=1000)
+    outcome, events, model, _ = _direct(workspace, tmp_path, turns, review=reviewer)
+    first_answer, left, first_tokens = reviewer.seen[0]
+    assert first_answer == "in app/auth.py" and left == 60000 - first_tokens  # the run's total, less spent
+    assert reviewer.seen[1][1] == 60000 - 1000 - outcome.usage.total_tokens  # less the review's spend too
+    assert (outcome.terminal_reason, outcome.attempts, outcome.steps) == ("completed", 2, 4)
+    assert outcome.contract == {"answer": "login is defined in app/auth.py:4."}
+    assert outcome.usage.total_tokens == sum(u.total_tokens for u in outcome.usage_by_call)
+    # The feedback continues the conversation after the answer as written.
+    second = model.requests[2].messages
+    assert second[-1] == Message(role="user", content="Check app/auth.py again.")
+    assert second[-2] == Message(role="assistant", content="in app/auth.py")
+    # A fresh attempt: the repeated Grep is run again, not answered from the first attempt's record.
+    started = [e for e in events if e.kind == "tool_started"]
+    assert len(started) == 2 and outcome.tool_usage["Grep"]["executed"] == 2
+    # Its budget is what the first attempt and the review left; its steps continue the run's.
+    budgets = [e for e in events if e.kind == "budget_decision"]
+    assert budgets[0].total_budget == 60000
+    assert budgets[-1].total_budget == 60000 - first_tokens - 1000
+    added = [e for e in events if e.kind == "prompt_added" and e.purpose == "verification"]
+    assert [(e.step, e.content) for e in added] == [(2, "Check app/auth.py again.")]
+    assert [e.step for e in started] == [1, 3]
+    ended = [e for e in events if isinstance(e, RunEnded)]
+    assert len(ended) == 1 and (ended[0].steps, ended[0].model_calls) == (4, 4)
+
+
+def test_no_review_of_an_attempt_that_did_not_complete(workspace: Path, tmp_path: Path) -> None:
+    grep = tool_call("Grep", pattern="def login")
+    reviewer = _SendBackOnce(spend=0)
+    outcome, _, _, _ = _direct(workspace, tmp_path, [grep] * 6, review=reviewer)
+    assert outcome.terminal_reason != "completed" and outcome.attempts == 1
+    assert reviewer.seen == []
+
+
+def test_feedback_without_budget_left_ends_the_run_with_the_answer(workspace: Path, tmp_path: Path) -> None:
+    """A review that spends all that is left: no second attempt starts; the first answer stands."""
+    reviewer = _SendBackOnce(spend=10**6)
+    outcome, events, model, _ = _direct(workspace, tmp_path, [final("in app/auth.py")], review=reviewer)
+    assert (outcome.attempts, len(model.requests), outcome.contract) == (1, 1, {"answer": "in app/auth.py"})
+    assert not any(e.kind == "prompt_added" and e.purpose == "verification" for e in events)
 
 
 # --- the trace names the policies, the grammar's offer and the harness's own actions -----------

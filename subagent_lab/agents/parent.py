@@ -3,9 +3,10 @@
 It runs the same ``run_loop`` as a child, with Read/Grep/Glob, Edit, Bash and Task, under the
 ``main_agent`` permission mode and the budgets of the ``agents.main`` profile. Children are
 launched through a ``SubagentLauncher`` bound to the parent, so parent and child traces link both
-ways. With verification on, a proposed final answer is checked by the ``verification`` profile;
-a FAIL or PARTIAL verdict is fed back and the loop is re-entered with the conversation so far,
-under what is left of the same global budgets. Only a verdict of a verification child that ended
+ways. With verification on, the loop's review hook (``agents.verify.Verifier``) checks each
+accepted answer with the ``verification`` profile; a FAIL or PARTIAL verdict is fed back and the
+loop starts another attempt on the conversation so far, under what is left of the same global
+budgets less the verification children's spend. Only a verdict of a verification child that ended
 ``completed`` counts; anything else (no verdict, or one given in a grace turn after a limit) is
 UNVERIFIED, which does not pass unless the profile sets ``accept_unverified``.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from subagent_lab.agents.launcher import ModelFactory, SubagentLauncher
@@ -22,12 +23,8 @@ from subagent_lab.agents.main_tools import MainToolContext, main_tools
 from subagent_lab.agents.plan import ParentLink, RunPlan, SubagentRequest, plan_main
 from subagent_lab.agents.result import (
     MainRunResult,
-    SubagentResult,
-    VerificationRecord,
     child_record,
     cost_usd,
-    gate_passes,
-    merge_outcomes,
     roll_up,
     unwrap_answer,
 )
@@ -38,12 +35,10 @@ from subagent_lab.agents.task_tool import (
     TaskContext,
     TaskEnvelope,
 )
-from subagent_lab.agents.verify import check_claim, checked_tokens
-from subagent_lab.agents.verify import feedback as verification_feedback
+from subagent_lab.agents.verify import Verifier
 from subagent_lab.config.agent_profile import AgentProfile
 from subagent_lab.config.profiles import LabConfig
-from subagent_lab.core.budget import MIN_OUTPUT_TOKENS
-from subagent_lab.core.loop import LoopOutcome, LoopSpec, run_loop
+from subagent_lab.core.loop import LoopOutcome, run_loop
 from subagent_lab.core.model import Model, same_model
 from subagent_lab.core.permissions import AskPolicy
 from subagent_lab.core.tool import ToolError
@@ -137,26 +132,6 @@ class MainAgent:
             text += f"\n\nSub-agent types for Task (subagent_type):\n{kinds}"
         return text + "\n"
 
-    @staticmethod
-    def _remaining(
-        base: LoopSpec, done: list[LoopOutcome], started: float, checked: int = 0
-    ) -> LoopSpec | None:
-        """The spec for the next segment: what is left of the global budgets (``checked``: tokens the
-        verification children spent, which count against the parent's total), None if too little."""
-        steps = base.max_steps - sum(o.steps for o in done)
-        tokens = base.total_token_budget - sum(o.usage.total_tokens for o in done) - checked
-        seconds = base.timeout_s - (time.monotonic() - started)
-        if steps < 1 or tokens < MIN_OUTPUT_TOKENS or seconds <= 0:
-            return None
-        return replace(
-            base,
-            max_steps=steps,
-            total_token_budget=tokens,
-            context_token_budget=min(base.context_token_budget, tokens),
-            timeout_s=seconds,
-            max_repairs=max(0, base.max_repairs - sum(o.repairs_used for o in done)),
-        )
-
     def plan(self, task_text: str, workspace: Workspace, sandbox: BashSandbox | None = None) -> RunPlan:
         """The run's plan on ``workspace`` (``agents.plan.plan_main``): tools, gate, first message,
         limits, policies and ``RunStarted``."""
@@ -203,12 +178,16 @@ class MainAgent:
             parent_trace=trace,
         )
         ctx = self._tool_context(plan, launcher, cancel, sandbox)
-        run = _Running(plan=plan, trace=trace, ctx=ctx, scratch=scratch, started=started, cancel=cancel)
+        verifier = None
+        if self.verify:
+            verifier = Verifier(
+                ctx.task, plan.task, self.profile.max_verification_retries, self.profile.accept_unverified
+            )
+        run = _Running(plan, trace, ctx, scratch, started, cancel, verifier)
         try:
             if plan.started is not None:  # always set for a parent
                 trace.emit(plan.started)
-            outcomes, checks, answer = self._segments(run)
-            result = self._result(run, outcomes, checks, answer)
+            result = self._result(run, self._loop(run))
             result = MainRunResult.model_validate_json(redactor(to_json(result)))  # masked like the trace
             trace.emit(RunEnded(run_id=plan.run_id, step=result.steps, **result.ended_fields()))
         finally:
@@ -242,59 +221,19 @@ class MainAgent:
             bash_sandbox=sandbox,
         )
 
-    def _segments(
-        self, run: _Running
-    ) -> tuple[list[LoopOutcome], list[tuple[VerificationRecord, SubagentResult | None]], str | None]:
-        """The loop, re-entered after each verdict that names something to fix, under what is left of
-        the run's budgets: (each segment's outcome, each check, the last answer)."""
-        outcomes: list[LoopOutcome] = []
-        checks: list[tuple[VerificationRecord, SubagentResult | None]] = []
-        answer: str | None = None
-        messages = list(run.plan.messages)
+    def _loop(self, run: _Running) -> LoopOutcome:
+        """The loop on the plan's first messages (after forced delegation's envelope, if on), with
+        verification as its review of each answer."""
         model = self._model(run)
         if isinstance(model, LoopOutcome):
-            return [model], checks, answer
+            return model
+        messages = list(run.plan.messages)
         if self.forced_delegation:
             messages.append(self._forced(run))
-        spec: LoopSpec | None = run.plan.spec
-        while spec is not None:
-            # Step numbers continue across segments; the run's one RunEnded is written by ``run``.
-            deps = run.plan.deps(
-                model,
-                run.trace,
-                run.ctx,
-                run.cancel,
-                step_offset=sum(o.steps for o in outcomes),
-                emit_run_ended=False,
-            )
-            outcome = run_loop(spec, deps, messages)
-            outcomes.append(outcome)
-            if outcome.contract is not None:
-                answer = unwrap_answer(str(outcome.contract.get("answer", "")))
-            if not (self.verify and outcome.terminal_reason == "completed" and answer is not None):
-                break
-            left = run.plan.spec.total_token_budget - checked_tokens(checks)
-            left -= sum(o.usage.total_tokens for o in outcomes)
-            record, child = check_claim(
-                run.ctx.task.launcher, run.ctx.task, run.plan.task, answer, len(checks) + 1, left
-            )
-            checks.append((record, child))
-            retries_left = self.profile.max_verification_retries - (len(checks) - 1)
-            # UNVERIFIED names nothing the parent could fix: a retry would only spend again.
-            if self._passes(record) or record.verdict == "UNVERIFIED" or retries_left <= 0:
-                break
-            # The next segment continues the conversation under what is left of the budgets.
-            spec = self._remaining(run.plan.spec, outcomes, run.started, checked_tokens(checks))
-            if spec is None:
-                break
-            feedback = verification_feedback(record, len(checks), self.profile.max_verification_retries)
-            # The outcome's conversation ends with the answer as the model wrote it.
-            messages = [*outcome.messages, Message(role="user", content=feedback)]
-            step = sum(o.steps for o in outcomes)
-            run.trace.emit(
-                PromptAdded(run_id=run.plan.run_id, step=step, purpose="verification", content=feedback)
-            )
-        return outcomes, checks, answer
+        deps = run.plan.deps(
+            model, run.trace, run.ctx, run.cancel, review=run.verifier, emit_run_ended=False
+        )  # the run's one RunEnded, rolled up with its children, is written by ``run``
+        return run_loop(run.plan.spec, deps, messages)
 
     def _model(self, run: _Running) -> Model | LoopOutcome:
         """The parent's model (recording the conversation for forked children), or the failed
@@ -324,24 +263,19 @@ class MainAgent:
         run.trace.emit(PromptAdded(run_id=run.plan.run_id, step=0, purpose="forced_delegation", content=text))
         return Message(role="user", content=text)
 
-    def _passes(self, record: VerificationRecord) -> bool:
-        """Whether the gate lets the answer stand on this verdict."""
-        return gate_passes(record.verdict, accept_unverified=self.profile.accept_unverified)
-
-    def _result(
-        self,
-        run: _Running,
-        outcomes: list[LoopOutcome],
-        checks: list[tuple[VerificationRecord, SubagentResult | None]],
-        answer: str | None,
-    ) -> MainRunResult:
+    def _result(self, run: _Running, outcome: LoopOutcome) -> MainRunResult:
         ctx, plan, scratch = run.ctx, run.plan, run.scratch
-        merged = merge_outcomes(outcomes)
+        verifier = run.verifier
+        checks = verifier.checks if verifier is not None else []
+        merged = outcome.model_dump(exclude={"elapsed_s", "messages"})
+        answer = verifier.answer if verifier is not None else None
+        if outcome.contract is not None:
+            answer = unwrap_answer(str(outcome.contract.get("answer", "")))
         verdict = checks[-1][0].verdict if checks else None
         if merged["contract"] is None and answer is not None:
-            # A retry segment ended without an answer: the last answer given still stands, partially.
+            # A retry ended without an answer: the last answer given still stands, partially.
             merged.update(contract={"answer": answer}, status="partial")
-        if checks and not self._passes(checks[-1][0]) and merged["contract"] is not None:
+        if verifier is not None and checks and not verifier.passes(checks[-1][0]) and merged["contract"]:
             why = "; ".join(checks[-1][0].reasons)
             merged.update(
                 status="partial", detail=f"verification {verdict} after {len(checks)} checks: {why}"
@@ -350,9 +284,7 @@ class MainAgent:
         children += [child_record(c, "verification") for _, c in checks if c is not None]
         return MainRunResult(
             **merged,
-            **roll_up(
-                plan.model.used, merged["usage"], cost_usd(merged["usage"], plan.model.config), children
-            ),
+            **roll_up(plan.model.used, outcome.usage, cost_usd(outcome.usage, plan.model.config), children),
             elapsed_s=time.monotonic() - run.started,
             run_id=plan.run_id,
             session_id=self.session_id,
@@ -361,9 +293,8 @@ class MainAgent:
             model_used=plan.model.used,
             model_id=plan.model.config.model,
             fallback=plan.model.fallback
-            or any(not same_model(plan.model.config.model, s) for s in merged["served_model_ids"]),
+            or any(not same_model(plan.model.config.model, s) for s in outcome.served_model_ids),
             children=children,
-            segments=len(outcomes),
             verifications=[record for record, _ in checks],
             verdict=verdict,
             target=str(self.target),
@@ -386,6 +317,8 @@ class _Running:
     scratch: ScratchCopy | None
     started: float
     cancel: threading.Event | None
+    verifier: Verifier | None
+    """The loop's review of each answer (verification on), holding the checks made."""
 
 
 FORCED_LEAD = (

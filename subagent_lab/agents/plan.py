@@ -22,7 +22,7 @@ from subagent_lab.config import build
 from subagent_lab.config.agent_profile import AgentProfile, apply_overrides
 from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile
 from subagent_lab.core.budget import CostAccount
-from subagent_lab.core.loop import LoopDeps, LoopSpec
+from subagent_lab.core.loop import LoopDeps, LoopSpec, Reviewer
 from subagent_lab.core.model import Model
 from subagent_lab.core.permissions import AskPolicy, PermissionGate
 from subagent_lab.core.policy import Policy, RunContext, TaskShape, policy_names, policy_params
@@ -111,11 +111,11 @@ class RunPlan:
         tool_context: Any,
         cancel: Any = None,
         *,
-        step_offset: int = 0,
+        review: Reviewer | None = None,
         emit_run_ended: bool = True,
     ) -> LoopDeps:
         """What the loop talks to: the plan's tools, gate and policies, with the run's model and
-        trace (``step_offset``/``emit_run_ended``: a parent's verification segments)."""
+        trace (``review``/``emit_run_ended``: a parent's verification and its rolled-up end)."""
         return LoopDeps(
             model=model,
             tools=self.tools,
@@ -125,7 +125,7 @@ class RunPlan:
             trace=trace,
             cancel=cancel,
             shown=list(self.shown),
-            step_offset=step_offset,
+            review=review,
             emit_run_ended=emit_run_ended,
             policies=self.policies,
             task=self.task,

@@ -1,5 +1,5 @@
 """What a run returns: a child's ``SubagentResult``; a main agent's ``MainRunResult`` (the loop outcome
-summed over segments, children, costs, verdicts); their base ``RunResult``; and the cost of usage."""
+over its attempts, children, costs, verdicts); their base ``RunResult``; and the cost of usage."""
 
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ def cost_usd(usage: Usage, model: ModelConfig) -> float:
 
 
 class MainRunResult(RunResult):
-    """A main-agent run: the loop outcome (summed over segments) plus children, costs and places.
+    """A main-agent run: the loop outcome (summed over its attempts) plus children, costs and places.
 
     ``usage`` is the parent's own; ``children_usage`` the children's; ``total_usage`` the sum.
     """
@@ -127,8 +127,6 @@ class MainRunResult(RunResult):
     usage_by_model: dict[str, Usage] = Field(default_factory=dict)
     cost_by_model: dict[str, float] = Field(default_factory=dict)
     total_cost_usd: float = 0.0
-    segments: int = 1
-    """Loop runs: 1, plus one per verification retry."""
     verifications: list[VerificationRecord] = Field(default_factory=list)
     verdict: str | None = None
     """The last verification verdict; None when the gate is off or never ran."""
@@ -141,35 +139,6 @@ class MainRunResult(RunResult):
     """What the scratch copy left out or rewrote, and why (FIFOs, secrets, links leading out)."""
     bash_sandbox: str = ""
     """How Bash ran: ``bwrap``, ``disabled: <why>`` or ``none: unsandboxed (...)``."""
-
-
-def merge_outcomes(outcomes: list[LoopOutcome]) -> dict[str, Any]:
-    """Sum what several loop segments used; the last segment decides how the run ended."""
-    usage = Usage()
-    tools: dict[str, dict[str, int]] = {}
-    for outcome in outcomes:
-        usage += outcome.usage
-        for name, counts in outcome.tool_usage.items():
-            merged = tools.setdefault(name, {})
-            for key, count in counts.items():
-                merged[key] = merged.get(key, 0) + count
-    last = outcomes[-1]
-    return dict(
-        terminal_reason=last.terminal_reason,
-        status=last.status,
-        detail=last.detail,
-        contract=last.contract,
-        usage=usage,
-        usage_by_call=[u for o in outcomes for u in o.usage_by_call],
-        tool_usage=tools,
-        steps=sum(o.steps for o in outcomes),
-        model_calls=sum(o.model_calls for o in outcomes),
-        repairs_used=sum(o.repairs_used for o in outcomes),
-        grace_used=any(o.grace_used for o in outcomes),
-        model_time_s=sum(o.model_time_s for o in outcomes),
-        prompt_counts_exact=all(o.prompt_counts_exact for o in outcomes),
-        served_model_ids=list(dict.fromkeys(s for o in outcomes for s in o.served_model_ids)),
-    )
 
 
 def child_record(result: SubagentResult, via: Literal["task", "verification"]) -> ChildRecord:

@@ -1,5 +1,6 @@
-"""Verification of a main agent's final answer: the claim given to the ``verification`` child, the
-gate's record of its verdict, and the feedback a rejected answer gets.
+"""Verification of a main agent's final answer, as the loop's review hook (``Verifier``): the claim
+given to the ``verification`` child, the gate's record of its verdict, and the feedback a rejected
+answer gets.
 
 Only a verdict of a verification child that ended ``completed`` (no grace turn) counts; anything
 else is UNVERIFIED. The child runs under the children's cap and within what is left of the
@@ -8,10 +9,53 @@ parent's total budget: both count it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
-from subagent_lab.agents.result import SubagentResult, Verdict, VerificationRecord
+from subagent_lab.agents.result import (
+    SubagentResult,
+    Verdict,
+    VerificationRecord,
+    gate_passes,
+    unwrap_answer,
+)
 from subagent_lab.agents.task_tool import MIN_CHILD_TOKENS, TaskContext
+from subagent_lab.core.loop import LoopOutcome, Review
 from subagent_lab.core.tool import ToolError
+
+
+@dataclass
+class Verifier:
+    """The main agent's review hook (``LoopDeps.review``): each accepted answer goes to a
+    verification child; a FAIL or PARTIAL verdict sends it back with the reasons while retries are
+    left. UNVERIFIED names nothing the parent could fix, so it ends the run like a pass would
+    (and the gate then decides whether the answer stands)."""
+
+    task: TaskContext
+    task_text: str
+    max_retries: int
+    accept_unverified: bool = False
+    checks: list[tuple[VerificationRecord, SubagentResult | None]] = field(default_factory=list)
+    """Every check so far: the gate's record and the verification child (None: not started)."""
+    answer: str | None = None
+    """The last answer checked."""
+
+    def __call__(self, attempt: LoopOutcome, tokens_left: int) -> Review:
+        self.answer = unwrap_answer(str((attempt.contract or {}).get("answer", "")))
+        record, child = check_claim(
+            self.task.launcher, self.task, self.task_text, self.answer, len(self.checks) + 1, tokens_left
+        )
+        self.checks.append((record, child))
+        spent = child.usage.total_tokens if child is not None else 0
+        retries_left = self.max_retries - (len(self.checks) - 1)
+        if self.passes(record) or record.verdict == "UNVERIFIED" or retries_left <= 0:
+            return Review(feedback=None, spent_tokens=spent)
+        text = feedback(record, len(self.checks), self.max_retries)
+        return Review(feedback=text, spent_tokens=spent, purpose="verification")
+
+    def passes(self, record: VerificationRecord) -> bool:
+        """Whether the gate lets the answer stand on this verdict."""
+        return gate_passes(record.verdict, accept_unverified=self.accept_unverified)
 
 
 def check_claim(
@@ -70,11 +114,6 @@ def verdict_record(child: SubagentResult, attempt: int) -> VerificationRecord:
         child_verdict=given if isinstance(given, str) else None,
     )
     return record
-
-
-def checked_tokens(checks: list[tuple[VerificationRecord, SubagentResult | None]]) -> int:
-    """Tokens the verification children spent so far."""
-    return sum(child.usage.total_tokens for _, child in checks if child is not None)
 
 
 def feedback(record: VerificationRecord, retry: int, max_retries: int) -> str:

@@ -1,6 +1,6 @@
 """The one ReAct loop, shared by parent and child.
 
-``run_loop`` is the only place a ``Stop`` is caught; everything below it raises. A turn is one
+``_attempt`` is the only place a ``Stop`` is caught; everything below it raises. A turn is one
 short *action* (a brief thought and a tool call, or ``finish``); the final answer is a call of its
 own. Every model call is preceded by a budget decision on the counted prompt (exact where the model
 has a tokenizer): the prompt is fitted into the context budget by compaction, and a call whose
@@ -9,6 +9,10 @@ prompt plus output cap could overshoot the total budget is never started.
 The scaffold is the run's policies (``core.policy``), called at fixed points in tuple order: they
 narrow each turn's action menu, check calls and answers, shape the final prompt and the answer's
 schema. The loop tests no scaffold setting and names no tool.
+
+An accepted answer may pass a review (``LoopDeps.review``, as inspect's ``attempts``): feedback
+starts another attempt, with fresh state and policies, on the conversation so far and under what
+the attempts and the reviews' own spend left of the run's limits. A parent's verification is one.
 """
 
 from __future__ import annotations
@@ -23,10 +27,10 @@ from subagent_lab.core.calls import Purpose, answer_schema, call_model
 from subagent_lab.core.contracts import ground_evidence, grounded_ratio, parse_contract
 from subagent_lab.core.dispatch import run_tools
 from subagent_lab.core.evidence import seen_check
-from subagent_lab.core.loop_state import LoopDeps, LoopOutcome, LoopSpec, Run, RunState
+from subagent_lab.core.loop_state import LoopDeps, LoopOutcome, LoopSpec, Review, Reviewer, Run, RunState
 from subagent_lab.core.policy import FINISH, HARNESS_CALL, ActionMenu, AnswerCheck, RunContext
 from subagent_lab.core.schema_check import off_menu, schema_breaches
-from subagent_lab.core.trace import ActionForced, ContractChecked, RunEnded
+from subagent_lab.core.trace import ActionForced, ContractChecked, PromptAdded, RunEnded, RunTrace
 from subagent_lab.core.types import (
     Finished,
     LimitReached,
@@ -39,7 +43,7 @@ from subagent_lab.core.types import (
     ToolCall,
 )
 
-__all__ = ["LoopDeps", "LoopOutcome", "LoopSpec", "run_loop"]
+__all__ = ["LoopDeps", "LoopOutcome", "LoopSpec", "Review", "Reviewer", "run_loop"]
 
 FINAL_PROMPT = (
     "Now give your final answer as the JSON object described above, from what the tools showed you. "
@@ -88,13 +92,44 @@ class _LoopRun(Run):
 
 
 def run_loop(spec: LoopSpec, deps: LoopDeps, messages: list[Message]) -> LoopOutcome:
-    """Run until a contract is accepted or a ``Stop`` ends the run; always returns a value."""
+    """Run until a contract is accepted (and its review lets it stand) or a ``Stop`` ends the run;
+    always returns a value. A review's feedback starts another attempt on the conversation so far,
+    under what the attempts and the reviews left of the run's limits."""
+    started = time.monotonic()
+    attempts: list[LoopOutcome] = []
+    reviewed = 0  # tokens the reviews spent: a child budget of the run's total
+    trace = RunTrace(deps.trace, lambda: sum(o.steps for o in attempts))
+    limits: LoopSpec | None = spec
+    while limits is not None:
+        attempts.append(attempt := _attempt(limits, deps, messages, trace.step()))
+        if deps.review is None or attempt.terminal_reason != "completed":
+            break
+        review = deps.review(attempt, spec.total_token_budget - reviewed - _tokens(attempts))
+        reviewed += review.spent_tokens
+        elapsed = time.monotonic() - started
+        limits = None if review.feedback is None else spec.left_after(attempts, elapsed, reviewed)
+        if limits is not None and review.feedback is not None:
+            messages = [*attempt.messages, Message(role="user", content=review.feedback)]
+            trace.emit(PromptAdded, purpose=review.purpose, content=review.feedback)
+    outcome = LoopOutcome.of_attempts(attempts, time.monotonic() - started)
+    if deps.emit_run_ended:
+        trace.emit(RunEnded, **outcome.ended_fields())
+    return outcome
+
+
+def _tokens(attempts: list[LoopOutcome]) -> int:
+    """Tokens the attempts so far spent."""
+    return sum(o.usage.total_tokens for o in attempts)
+
+
+def _attempt(spec: LoopSpec, deps: LoopDeps, messages: list[Message], step_offset: int) -> LoopOutcome:
+    """One attempt: fresh state and policies under ``spec``, until an answer or a ``Stop``."""
     state = RunState(
         messages=list(messages),
         budget=Budget(spec.total_token_budget, spec.context_token_budget, cost=deps.cost),
         seen=list(deps.shown),
     )
-    run = _LoopRun(spec, deps, state)
+    run = _LoopRun(spec, deps, state, step_offset)
     contract: dict[str, Any] | None = None
     try:
         context = RunContext(deps.task, deps.tool_context, deps.workspace_root, tuple(deps.tools))
@@ -111,10 +146,7 @@ def run_loop(spec: LoopSpec, deps: LoopDeps, messages: list[Message]) -> LoopOut
             contract = _grace(run, stop)
     except Exception as exc:  # a harness bug: record it, never lose the run
         reason, detail = "crashed", "".join(traceback.format_exception(exc))[-4000:]
-    outcome = _outcome(run, reason, detail, contract)
-    if deps.emit_run_ended:
-        run.trace.emit(RunEnded, **outcome.ended_fields())
-    return outcome
+    return _outcome(run, reason, detail, contract)
 
 
 def _step(run: Run) -> None:

@@ -1,5 +1,6 @@
-"""The loop's value types: its limits (``LoopSpec``), what it talks to (``LoopDeps``), its mutable
-per-run state and the ``Run`` that bundles them, and its one return type (``LoopOutcome``)."""
+"""The loop's value types: its limits (``LoopSpec``), what it talks to (``LoopDeps``), the review
+hook an accepted answer passes through (``Reviewer``), its mutable per-attempt state and the ``Run``
+that bundles them, and its one return type (``LoopOutcome``)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,13 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import Field
 
-from subagent_lab.core.budget import Budget, CostAccount
+from subagent_lab.core.budget import MIN_OUTPUT_TOKENS, Budget, CostAccount
 from subagent_lab.core.model import Model
 from subagent_lab.core.permissions import PermissionGate
 from subagent_lab.core.policy import Policy
@@ -47,6 +48,45 @@ class LoopSpec:
     thought_max_chars: int = 80
     arg_max_chars: int = 160
 
+    def left_after(
+        self, attempts: Sequence[LoopOutcome], elapsed_s: float, reviewed_tokens: int
+    ) -> LoopSpec | None:
+        """The limits of the next attempt: what the ``attempts`` so far, ``elapsed_s`` and the
+        reviews' spend (``reviewed_tokens``, charged to this run's total) left of these; None when
+        that is too little for one more step."""
+        steps = self.max_steps - sum(o.steps for o in attempts)
+        tokens = self.total_token_budget - sum(o.usage.total_tokens for o in attempts) - reviewed_tokens
+        seconds = self.timeout_s - elapsed_s
+        if steps < 1 or tokens < MIN_OUTPUT_TOKENS or seconds <= 0:
+            return None
+        return replace(
+            self,
+            max_steps=steps,
+            total_token_budget=tokens,
+            context_token_budget=min(self.context_token_budget, tokens),
+            timeout_s=seconds,
+            max_repairs=max(0, self.max_repairs - sum(o.repairs_used for o in attempts)),
+        )
+
+
+@dataclass(frozen=True)
+class Review:
+    """What a reviewer made of an accepted answer."""
+
+    feedback: str | None
+    """The message that sends the answer back for another attempt; None: the answer stands."""
+    spent_tokens: int = 0
+    """What the review cost (a verification child): charged to the run's total token budget."""
+    purpose: str = "review"
+    """The ``PromptAdded`` purpose the feedback is written with."""
+
+
+class Reviewer(Protocol):
+    """Reviews an attempt that ended with an accepted answer (``terminal_reason`` completed), given
+    the tokens left of the run's total budget, which the review may spend (inspect's ``attempts``)."""
+
+    def __call__(self, attempt: LoopOutcome, tokens_left: int) -> Review: ...
+
 
 @dataclass
 class LoopDeps:
@@ -63,14 +103,13 @@ class LoopDeps:
     """Counts a request's prompt tokens; None takes the model's own counter, else the estimate."""
     shown: list[Span] = field(default_factory=list)
     """Locations counted as shown before the first step (the files a task names)."""
-    step_offset: int = 0
-    """Steps earlier loop segments of the same run took (a parent re-entering its loop after a
-    verification verdict): added to the step of every event, so the trace's steps continue."""
+    review: Reviewer | None = None
+    """Reviews each accepted answer; feedback starts another attempt with it (None: no review)."""
     emit_run_ended: bool = True
-    """False when the caller writes the run's one ``RunEnded`` itself (a run of several segments)."""
+    """False when the caller writes the run's one ``RunEnded`` itself (a parent's, rolled up)."""
     policies: tuple[Policy, ...] = ()
-    """The scaffold, in precedence order (``scaffold.build``); the loop takes a fresh copy of each
-    (``Policy.for_run``) when it starts."""
+    """The scaffold, in precedence order (``scaffold.build``); each attempt takes a fresh copy of
+    each (``Policy.for_run``) when it starts."""
     task: str = ""
     """The task as the caller wrote it."""
     task_message: str = ""
@@ -96,6 +135,8 @@ class LoopOutcome(RunTotals):
     tool_usage: dict[str, dict[str, int]] = Field(default_factory=dict)
     served_model_ids: list[str] = Field(default_factory=list)
     """The distinct models the endpoint reported serving, in order of first appearance."""
+    attempts: int = 1
+    """Loop attempts: 1, plus one per review that sent an answer back."""
     messages: list[Message] = Field(default_factory=list, exclude=True, repr=False)
     """The conversation as the run left it, an accepted final answer last (a caller continues it
     from here). In memory only: never serialized, so a result built from a dump of the outcome
@@ -104,6 +145,38 @@ class LoopOutcome(RunTotals):
     def ended_fields(self) -> dict[str, Any]:
         """The fields of the run's ``RunEnded`` event: all the event and the outcome share."""
         return self.model_dump(include=set(RunTotals.model_fields))
+
+    @classmethod
+    def of_attempts(cls, attempts: Sequence[LoopOutcome], elapsed_s: float) -> LoopOutcome:
+        """One outcome for a run of several attempts: what they used, summed; how it ended and
+        its conversation, the last attempt's."""
+        if len(attempts) == 1:
+            return attempts[0]
+        usage = Usage()
+        tools: dict[str, dict[str, int]] = {}
+        for attempt in attempts:
+            usage += attempt.usage
+            for name, counts in attempt.tool_usage.items():
+                merged = tools.setdefault(name, {})
+                for key, count in counts.items():
+                    merged[key] = merged.get(key, 0) + count
+        last = attempts[-1]
+        return last.model_copy(
+            update=dict(
+                usage=usage,
+                usage_by_call=[u for o in attempts for u in o.usage_by_call],
+                tool_usage=tools,
+                steps=sum(o.steps for o in attempts),
+                model_calls=sum(o.model_calls for o in attempts),
+                repairs_used=sum(o.repairs_used for o in attempts),
+                grace_used=any(o.grace_used for o in attempts),
+                elapsed_s=elapsed_s,
+                model_time_s=sum(o.model_time_s for o in attempts),
+                prompt_counts_exact=all(o.prompt_counts_exact for o in attempts),
+                served_model_ids=list(dict.fromkeys(s for o in attempts for s in o.served_model_ids)),
+                attempts=len(attempts),
+            )
+        )
 
 
 @dataclass
@@ -117,6 +190,8 @@ class Record:
 
 @dataclass
 class RunState:
+    """One attempt's mutable state; a new attempt starts a new one."""
+
     messages: list[Message]
     budget: Budget
     started: float = field(default_factory=time.monotonic)
@@ -147,9 +222,10 @@ class Run:
     """One run as the loop's functions share it: its spec, deps, state, trace and policies. It is
     also the policies' ``RunView``; ``ask`` is the loop's (``core.loop``)."""
 
-    def __init__(self, spec: LoopSpec, deps: LoopDeps, state: RunState) -> None:
+    def __init__(self, spec: LoopSpec, deps: LoopDeps, state: RunState, step_offset: int = 0) -> None:
         self.spec, self.deps, self.state = spec, deps, state
-        self.trace = RunTrace(deps.trace, lambda: state.steps, deps.step_offset)
+        # Step numbers continue across a run's attempts.
+        self.trace = RunTrace(deps.trace, lambda: state.steps, step_offset)
         self.policies: tuple[Policy, ...] = ()
 
     @property

@@ -47,7 +47,6 @@ class ModelConfig(BaseModel):
     out). Empty: the one endpoint ``base_url`` names."""
 
 
-
 class ServerConfig(BaseModel):
     """The embedded llama.cpp server."""
 

@@ -17,7 +17,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
 
 from subagent_lab.config.agent_profile import AgentProfile, apply_overrides
 from subagent_lab.config.endpoints import NO_MODEL, ModelConfig, ServerConfig
@@ -56,17 +63,18 @@ class LabConfig(BaseModel):
 
     _presets: dict[str, Scaffold] = PrivateAttr(default_factory=dict)
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _resolve_scaffolds(cls, raw: Any) -> Any:
-        """Presets resolved through ``extends``, and each profile's named scaffold replaced by the
-        scaffold it names (a list or mapping written in place resolves as a preset would)."""
+    def _resolve_scaffolds(cls, raw: Any, handler: ModelWrapValidatorHandler[LabConfig]) -> LabConfig:
+        """Presets resolved through ``extends``, once per load, and each profile's named scaffold
+        replaced by the scaffold it names (a list or mapping written in place resolves as a preset
+        would); the resolved presets are kept for ``scaffold`` and ``_models_defined``."""
         if not isinstance(raw, Mapping):
-            return raw
+            return handler(raw)
         presets = raw.get("scaffolds") or {}
         profiles = raw.get("profiles")
         if not isinstance(presets, Mapping) or not isinstance(profiles, Mapping):
-            return raw  # a wrong shape: validation reports it with the field
+            return handler(raw)  # a wrong shape: validation reports it with the field
         written = {name: preset(f"scaffolds.{name}", p) for name, p in presets.items()}
         resolved = resolve_presets(written)
         out = dict(raw)
@@ -74,8 +82,12 @@ class LabConfig(BaseModel):
             name: named_scaffold(f"profiles.{name}", prof, resolved) if isinstance(prof, Mapping) else prof
             for name, prof in profiles.items()
         }
-        return out
+        config = handler(out)
+        config._presets = resolved
+        return config
 
+    # Defined after the wrap validator above, so pydantic runs it on the config that one returns:
+    # ``_presets`` is set by then.
     @model_validator(mode="after")
     def _models_defined(self) -> LabConfig:
         if self.models.get("main") is None:
@@ -83,7 +95,6 @@ class LabConfig(BaseModel):
         unknown = sorted(set(self.models) - {"light", "main"})
         if unknown:
             raise ValueError(f"models: only 'light' and 'main' are model choices, got {unknown}")
-        self._presets = resolve_presets(self.scaffolds)
         for name, scaffold in self._presets.items():
             for pname, profile in self.profiles.items():
                 where = f"scaffolds.{name} (on profile {pname})"

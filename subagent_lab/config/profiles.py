@@ -25,6 +25,7 @@ from pydantic import (
     ValidationError,
     model_validator,
 )
+from typing_extensions import Self  # typing's from Python 3.11
 
 from subagent_lab.config.agent_profile import AgentProfile, apply_overrides
 from subagent_lab.config.endpoints import NO_MODEL, ModelConfig, ServerConfig
@@ -65,7 +66,7 @@ class LabConfig(BaseModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _resolve_scaffolds(cls, raw: Any, handler: ModelWrapValidatorHandler[LabConfig]) -> LabConfig:
+    def _resolve_scaffolds(cls, raw: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
         """Presets resolved through ``extends``, once per load, and each profile's named scaffold
         replaced by the scaffold it names (a list or mapping written in place resolves as a preset
         would); the resolved presets are kept for ``scaffold`` and ``_models_defined``."""

@@ -66,9 +66,9 @@ _EXPORTS: dict[str, str] = {
     "plot_tokens_vs_quality": "subagent_lab.analysis.summary",
     "plot_budget_curve": "subagent_lab.analysis.summary",
     # the delegation study (notebook 4)
-    "DelegationSpec": "subagent_lab.experiments.delegation",
+    "DelegationSpec": "subagent_lab.experiments.delegation_plan",
     "run_study": "subagent_lab.experiments.delegation",
-    "study_tasks": "subagent_lab.experiments.delegation",
+    "study_tasks": "subagent_lab.experiments.delegation_plan",
     "run_ledger": "subagent_lab.experiments.delegation_ledger",
     "complete_tasks": "subagent_lab.experiments.delegation_table",
     "plot_quality_vs_context": "subagent_lab.experiments.delegation_table",
@@ -172,9 +172,10 @@ if TYPE_CHECKING:  # what editors and mypy see; at run time __getattr__ loads ea
     from subagent_lab.bench.suite import load_tasks, validate_tasks
     from subagent_lab.config.agent_files import export_agent, import_agent
     from subagent_lab.config.profiles import load_config
-    from subagent_lab.experiments.delegation import DelegationSpec, run_study, study_tasks
+    from subagent_lab.experiments.delegation import run_study
     from subagent_lab.experiments.delegation_credit import credit_by_swap, credit_runs
     from subagent_lab.experiments.delegation_ledger import run_ledger
+    from subagent_lab.experiments.delegation_plan import DelegationSpec, study_tasks
     from subagent_lab.experiments.delegation_table import (
         complete_tasks,
         plot_quality_vs_context,

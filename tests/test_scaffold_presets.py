@@ -3,6 +3,7 @@ aids are refused where no grammar is sent, and sweeps record which preset ran.""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,9 +12,10 @@ import yaml
 from conftest import REPO
 
 from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
+from subagent_lab.config import presets, profiles
 from subagent_lab.config.agent_profile import apply_overrides
 from subagent_lab.config.profiles import RuntimeProfile, load_config
-from subagent_lab.config.scaffolds import PLAIN, scaffold_hash
+from subagent_lab.config.scaffolds import PLAIN, Scaffold, scaffold_hash
 from subagent_lab.core.policy import FINISH, Policy, RunContext, TaskShape
 from subagent_lab.core.trace import RunStarted, read_trace
 from subagent_lab.core.types import ConfigError
@@ -47,6 +49,27 @@ def test_the_shipped_presets_resolve_to_policy_lists() -> None:
     # extends: symbols-units is symbols-guided with one parameter more, and nothing else
     guided, units = lab.scaffold("symbols-guided").scaffold, lab.scaffold("symbols-units").scaffold
     assert set(units.labels()) - set(guided.labels()) == {"CiteFromSeen.units=True"}
+
+
+def test_loading_profiles_yaml_resolves_its_presets_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One resolution of the file's presets serves its profiles' named scaffolds and
+    ``LabConfig.scaffold``: loading does not resolve them again after validation."""
+    real = presets.resolve_presets
+    calls: list[list[str]] = []
+
+    def spy(
+        written: Mapping[str, presets.ScaffoldPreset], known: Mapping[str, Scaffold] | None = None
+    ) -> dict[str, Scaffold]:
+        if known is None:  # a scaffold written in place resolves over the file's presets (known=)
+            calls.append(sorted(written))
+        return real(written, known)
+
+    for module in (presets, profiles):  # every name the resolver is called through
+        monkeypatch.setattr(module, "resolve_presets", spy)
+    lab = load_config(REPO / "profiles.yaml", env={})
+    assert lab.scaffolds and calls == [sorted(lab.scaffolds)]
+    assert lab.scaffold("retrieval-start").scaffold == lab.profile("explore").scaffold
+    assert len(calls) == 1  # asking for a preset resolves nothing more
 
 
 def test_a_preset_overrides_a_models_own_tuning_so_both_models_run_one_scaffold() -> None:

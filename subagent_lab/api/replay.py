@@ -30,7 +30,9 @@ from subagent_lab.api.rerun import LAYOUT_PREFIX, split_rendered_task
 from subagent_lab.api.runs import ConfigArg, as_choice, as_config
 from subagent_lab.api.views import RunLike, trace_of
 from subagent_lab.config.agent_profile import apply_overrides
-from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile
+from subagent_lab.config.endpoints import ModelConfig
+from subagent_lab.config.profiles import LabConfig
+from subagent_lab.config.runtime_profile import RuntimeProfile
 from subagent_lab.core.model import Model
 from subagent_lab.core.tokens import CountsPrompts
 from subagent_lab.core.trace import Event, ModelCalled, PromptAdded, RunStarted, SubagentEvent, read_trace

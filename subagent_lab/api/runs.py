@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from subagent_lab.agents.launcher import ModelFactory, SubagentLauncher, SubagentRequest, SubagentResult
 from subagent_lab.config.agent_profile import AgentProfile, apply_overrides
-from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile, load_config
+from subagent_lab.config.endpoints import ModelConfig
+from subagent_lab.config.profiles import LabConfig, load_config
+from subagent_lab.config.runtime_profile import RuntimeProfile
 from subagent_lab.core.model import Model
 from subagent_lab.core.types import ConfigError, ModelChoice
 

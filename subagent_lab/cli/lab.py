@@ -224,7 +224,8 @@ def _cmd_delegation(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from subagent_lab.config.profiles import load_config
-    from subagent_lab.experiments.delegation import DelegationSpec, StudyGrid
+    from subagent_lab.experiments.delegation import StudyGrid
+    from subagent_lab.experiments.delegation_plan import DelegationSpec
     from subagent_lab.experiments.delegation_table import (
         plot_quality_vs_context,
         readable_study,

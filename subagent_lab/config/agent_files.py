@@ -29,9 +29,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from subagent_lab.config.agent_profile import apply_overrides
-from subagent_lab.config.profiles import READONLY_TOOLS, SYMBOL_TOOLS, LabConfig, RuntimeProfile, load_config
+from subagent_lab.config.profiles import LabConfig, load_config
+from subagent_lab.config.runtime_profile import READONLY_TOOLS, RuntimeProfile
 from subagent_lab.core.types import ConfigError, ModelChoice
 from subagent_lab.core.yaml_load import parse_yaml, read_config_text
+from subagent_lab.tools.symbols import SYMBOL_TOOLS
 
 AgentFormat = Literal["claude", "gemini", "codex", "opencode"]
 FORMATS: tuple[AgentFormat, ...] = ("claude", "gemini", "codex", "opencode")

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from subagent_lab.config.agent_profile import AgentProfile
+from subagent_lab.config.endpoints import ModelConfig
 from subagent_lab.config.legacy import apply_keys
-from subagent_lab.config.profiles import ModelConfig, RuntimeProfile
+from subagent_lab.config.runtime_profile import RuntimeProfile
 from subagent_lab.config.scaffolds import Scaffold
 from subagent_lab.core.budget import CostAccount, Prices
 from subagent_lab.core.loop_state import LoopSpec

@@ -1,8 +1,13 @@
-"""Declarative configuration: runtime profiles, model endpoints and the local server.
+"""The lab's configuration as a whole: ``profiles.yaml`` validated into ``LabConfig``, its checks
+across sections (the main model defined, every preset fits every profile, every call fits the
+served context) and the loader (``load_config``, the JSON schema for editors).
 
 ``profiles.yaml`` is validated into frozen pydantic models (``extra="forbid"``); every error is a
 ``ConfigError`` naming the file and, where there is one, the field. The YAML itself is read by
 ``subagent_lab.core.yaml_load`` (size cap, UTF-8, duplicate keys and recursive aliases rejected).
+Its parts live beside this module: a child profile in ``config.runtime_profile``, an endpoint and
+the embedded server in ``config.endpoints``, the main agent in ``config.agent_profile``, scaffold
+presets in ``config.presets``; ``LabConfig``'s field types can still be imported from here.
 """
 
 from __future__ import annotations
@@ -10,12 +15,20 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
+from typing_extensions import Self  # typing's from Python 3.11
 
-from subagent_lab.config import legacy
 from subagent_lab.config.agent_profile import AgentProfile, apply_overrides
+from subagent_lab.config.endpoints import NO_MODEL, ModelConfig, ServerConfig
 from subagent_lab.config.presets import (
     BUILT_IN,
     NamedScaffold,
@@ -24,176 +37,18 @@ from subagent_lab.config.presets import (
     preset,
     resolve_presets,
 )
-from subagent_lab.config.scaffolds import BASE, Scaffold, symbol_tools_allowed
-from subagent_lab.core.contracts import CONTRACTS
+from subagent_lab.config.runtime_profile import RuntimeProfile
+from subagent_lab.config.scaffolds import Scaffold
 from subagent_lab.core.redact import Redactor
 from subagent_lab.core.types import FLOOR_CHOICES, ConfigError, ModelChoice
 from subagent_lab.core.yaml_load import load_yaml_file, read_config_text
-from subagent_lab.tools.symbols import SYMBOL_TOOLS
-
-READONLY_TOOLS: frozenset[str] = frozenset({"Read", "Grep", "Glob", *SYMBOL_TOOLS})
-FORBIDDEN_IN_SUBAGENTS: frozenset[str] = frozenset(
-    {"Task", "Edit", "Write", "Bash", "MultiEdit", "NotebookEdit", "TodoWrite", "WebFetch"}
-)
-DEFAULT_SERVER_URL = "http://127.0.0.1:8765/v1"
+from subagent_lab.tools.symbols import SYMBOL_TOOLS as SYMBOL_TOOLS  # re-exported: tests import it here
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class ModelConfig(_Frozen):
-    """One OpenAI-compatible endpoint and how to talk to it."""
-
-    base_url: str | None = None
-    """Endpoint URL; None means the embedded local server (see ``server``)."""
-    model: str
-    """Model id sent to the endpoint (for the embedded server: the alias)."""
-    api_key_env: str | None = None
-    """Name of the environment variable holding the key; the key itself never sits in YAML."""
-    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    seed: int | None = 0
-    max_output_tokens: int = Field(default=1024, gt=0)
-    price_per_mtok_input: float = Field(default=0.0, ge=0.0)
-    price_per_mtok_output: float = Field(default=0.0, ge=0.0)
-    tool_protocol: Literal["native", "json"] = "json"
-    """``native``: ``tools=``/``tool_calls``; ``json``: one JSON action per turn, schema-constrained."""
-    constrain_output: bool = True
-    """Send ``response_format`` with a JSON schema (json protocol); turn off for servers without it."""
-    strict_tools: bool = True
-    """Native protocol: the final answer is a ``final_answer`` tool call whose parameters are the
-    answer's schema, sent with ``strict: true`` (OpenAI structured outputs); turn off for servers
-    that reject the key."""
-    timeout_s: float = Field(default=180.0, gt=0)
-    max_retries: int = Field(default=2, ge=0, le=10)
-    context_window: int | None = Field(default=None, gt=0)
-    """Tokens a remote endpoint serves per request (prompt + output). When set, every profile using
-    this model must fit in it (checked at load). Ignored for the embedded server, whose limit is
-    ``served_context``."""
-    endpoints: dict[str, int] = Field(default_factory=dict)
-    """Replicas serving this model, base URL -> requests in flight at once (at least 1): calls are
-    spread over them by ``subagent_lab.models.pool`` (retries, a replica that stays down is taken
-    out). Empty: the one endpoint ``base_url`` names."""
-
-
-class RuntimeProfile(_Frozen):
-    """A child type: what it may use, how far it may go, what it must return."""
-
-    name: str = Field(min_length=1)
-    description: str = ""
-    system_prompt: str = Field(min_length=1)
-    tools: tuple[str, ...] = ("Read", "Grep", "Glob")
-    max_steps: int = Field(gt=0)
-    """Model calls in the working phase (grace and repair turns are counted apart)."""
-    context_token_budget: int = Field(gt=0)
-    """Upper bound on the prompt tokens of any single model call."""
-    total_token_budget: int = Field(gt=0)
-    """Upper bound on prompt + completion tokens over the whole run."""
-    cost_budget_usd: float | None = Field(default=None, gt=0)
-    """Upper bound on the run's cost in USD at its model's prices (None: no cost cap); a child of a
-    parent with a cost cap gets at most what is left of the parent's."""
-    model: ModelChoice = "light"
-    allow_model_fallback: bool = False
-    """Let the run go on when the endpoint reports serving another model than the one asked for
-    (the result says ``fallback``); False ends such a run as ``model_mismatch``."""
-    contract: str = "ExploreResult"
-    max_contract_repairs: int = Field(default=2, ge=0, le=10)
-    timeout_s: float = Field(default=900.0, gt=0)
-    """Wall-clock limit of the whole run."""
-    max_output_tokens: int | None = Field(default=None, gt=0)
-    """Per-call output cap; None takes the model's ``max_output_tokens``."""
-    max_tool_calls_per_step: int = Field(default=4, gt=0)
-    max_stale_turns: int = Field(default=3, ge=1)
-    """Consecutive turns without a new observation (repeats are answered from the record) that end
-    the run as ``loop_detected``."""
-    scaffold: Scaffold = BASE
-    """How the child acts, observes and cites: its policies and observation sizes
-    (``config.scaffolds``). In ``profiles.yaml`` a preset's name or a list of policy specs; the
-    flat fields of older files (``cite_margin: 2``) fold into it (``config.legacy``)."""
-    model_overrides: dict[ModelChoice, dict[str, Any]] = Field(default_factory=dict)
-    """Per-model tuning of this profile (e.g. a stricter scaffold for ``light``), applied before a
-    request's own overrides when that model runs; recorded with the run."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _fold_scaffold(cls, raw: Any) -> Any:
-        return cls.fold(raw) if isinstance(raw, Mapping) else raw
-
-    @classmethod
-    def fold(cls, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """``raw`` with its scaffold keys (flat fields, ``Policy.param``, sizes) folded into its
-        ``scaffold`` (``apply_overrides`` folds each layer in turn)."""
-        return legacy.fold(raw, BASE)
-
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> RuntimeProfile:
-        """A copy; with ``update``, validated as a profile is (its scaffold keys folded in), not
-        pydantic's unchecked copy: a profile is never a state that validation would refuse."""
-        if not update:
-            return super().model_copy(deep=deep)
-        return type(self).model_validate({**dict(self), **update})
-
-    @model_validator(mode="after")
-    def _invariants(self) -> RuntimeProfile:
-        forbidden = sorted(set(self.tools) & FORBIDDEN_IN_SUBAGENTS)
-        if forbidden:
-            raise ValueError(
-                f"tools: a sub-agent profile may not hold {forbidden} (read-only, no delegation)"
-            )
-        unknown = sorted(set(self.tools) - READONLY_TOOLS)
-        if unknown:
-            raise ValueError(f"tools: unknown tools {unknown}; allowed are {sorted(READONLY_TOOLS)}")
-        for problem in symbol_tools_allowed(self.scaffold, self.tools):
-            raise ValueError(problem)
-        if self.context_token_budget > self.total_token_budget:
-            raise ValueError(
-                f"context_token_budget ({self.context_token_budget}) must be <= "
-                f"total_token_budget ({self.total_token_budget})"
-            )
-        if "model_overrides" in {k for v in self.model_overrides.values() for k in v}:
-            raise ValueError("model_overrides: an override cannot itself hold model_overrides")
-        for choice, tuned in self.model_overrides.items():
-            apply_overrides(
-                RuntimeProfile,
-                self.model_dump(exclude={"model_overrides"}),
-                tuned,
-                where=f"model_overrides.{choice}",
-            )
-        if self.contract not in CONTRACTS:
-            raise ValueError(f"contract: unknown contract {self.contract!r}; known: {sorted(CONTRACTS)}")
-        return self
-
-
-class ServerConfig(_Frozen):
-    """The embedded llama.cpp server."""
-
-    host: str = "127.0.0.1"
-    port: int = Field(default=8765, gt=0, lt=65536)
-    n_ctx: int = Field(default=16384, gt=0)
-    """Context of each slot: a call's prompt plus its output must fit in it."""
-    parallel: int = Field(default=2, gt=0, le=16)
-    """Slots per model: requests served concurrently (continuous batching), each with its own cache."""
-    n_threads: int | None = None
-    """CPU threads per model; None uses every core this process may run on."""
-    batch_size: int = Field(default=512, gt=0)
-    startup_timeout_s: float = Field(default=300.0, gt=0)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
-
-    @property
-    def root_url(self) -> str:
-        """The server root (``/tokenize``, ``/apply-template``, ``/metrics``, ``/health``)."""
-        return f"http://{self.host}:{self.port}"
-
-
-NO_MODEL = ModelConfig(model="none")
-"""The configuration of the ``none`` choice (``resolve_model``; ``retrieval`` takes it with its own
-``model``); it never talks to an endpoint."""
-
-
-class LabConfig(_Frozen):
+class LabConfig(BaseModel):
     """Everything in ``profiles.yaml``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     models: dict[str, ModelConfig | None]
     profiles: dict[str, RuntimeProfile]
@@ -209,17 +64,18 @@ class LabConfig(_Frozen):
 
     _presets: dict[str, Scaffold] = PrivateAttr(default_factory=dict)
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _resolve_scaffolds(cls, raw: Any) -> Any:
-        """Presets resolved through ``extends``, and each profile's named scaffold replaced by the
-        scaffold it names (a list or mapping written in place resolves as a preset would)."""
+    def _resolve_scaffolds(cls, raw: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
+        """Presets resolved through ``extends``, once per load, and each profile's named scaffold
+        replaced by the scaffold it names (a list or mapping written in place resolves as a preset
+        would); the resolved presets are kept for ``scaffold`` and ``_models_defined``."""
         if not isinstance(raw, Mapping):
-            return raw
+            return handler(raw)
         presets = raw.get("scaffolds") or {}
         profiles = raw.get("profiles")
         if not isinstance(presets, Mapping) or not isinstance(profiles, Mapping):
-            return raw  # a wrong shape: validation reports it with the field
+            return handler(raw)  # a wrong shape: validation reports it with the field
         written = {name: preset(f"scaffolds.{name}", p) for name, p in presets.items()}
         resolved = resolve_presets(written)
         out = dict(raw)
@@ -227,8 +83,12 @@ class LabConfig(_Frozen):
             name: named_scaffold(f"profiles.{name}", prof, resolved) if isinstance(prof, Mapping) else prof
             for name, prof in profiles.items()
         }
-        return out
+        config = handler(out)
+        config._presets = resolved
+        return config
 
+    # Defined after the wrap validator above, so pydantic runs it on the config that one returns:
+    # ``_presets`` is set by then.
     @model_validator(mode="after")
     def _models_defined(self) -> LabConfig:
         if self.models.get("main") is None:
@@ -236,7 +96,6 @@ class LabConfig(_Frozen):
         unknown = sorted(set(self.models) - {"light", "main"})
         if unknown:
             raise ValueError(f"models: only 'light' and 'main' are model choices, got {unknown}")
-        self._presets = resolve_presets(self.scaffolds)
         for name, scaffold in self._presets.items():
             for pname, profile in self.profiles.items():
                 where = f"scaffolds.{name} (on profile {pname})"

@@ -35,8 +35,9 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from subagent_lab.config.endpoints import ModelConfig
 from subagent_lab.config.parsed import parsed_config
-from subagent_lab.config.profiles import LabConfig, ModelConfig, load_config
+from subagent_lab.config.profiles import LabConfig, load_config
 from subagent_lab.core.model import Model
 from subagent_lab.core.types import ModelChoice
 from subagent_lab.experiments.grid_types import Grid, GridCell, Row

@@ -14,8 +14,9 @@ from typing import Any
 from subagent_lab.agents.launcher import ModelFactory, SubagentLauncher, SubagentRequest
 from subagent_lab.analysis.metrics import child_metrics
 from subagent_lab.bench.scoring import context_from_trace, score_run
+from subagent_lab.config.endpoints import ModelConfig
 from subagent_lab.config.parsed import parsed_config
-from subagent_lab.config.profiles import LabConfig, ModelConfig
+from subagent_lab.config.profiles import LabConfig
 from subagent_lab.config.scaffolds import scaffold_hash
 from subagent_lab.core.model import Model
 from subagent_lab.core.trace import Redactor, read_trace

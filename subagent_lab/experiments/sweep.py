@@ -20,11 +20,8 @@ import pandas as pd
 from subagent_lab.agents.launcher import ModelFactory
 from subagent_lab.bench.suite import BenchTask, validate_tasks
 from subagent_lab.config.agent_profile import apply_overrides
-from subagent_lab.config.profiles import (
-    LabConfig,
-    RuntimeProfile,
-    load_config,
-)
+from subagent_lab.config.profiles import LabConfig, load_config
+from subagent_lab.config.runtime_profile import RuntimeProfile
 from subagent_lab.core.types import ModelChoice
 from subagent_lab.experiments.execute import execute_run
 from subagent_lab.experiments.grid import Grid, Row, grid_dir, run_grid

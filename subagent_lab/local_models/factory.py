@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from subagent_lab.config.profiles import LabConfig, ModelConfig
+from subagent_lab.config.endpoints import ModelConfig
+from subagent_lab.config.profiles import LabConfig
 from subagent_lab.core.model import Model
 from subagent_lab.core.types import ModelChoice
 

@@ -7,7 +7,8 @@ depends on the adapters, never the other way round.
 
 from __future__ import annotations
 
-from subagent_lab.config.profiles import LabConfig, ModelConfig
+from subagent_lab.config.endpoints import ModelConfig
+from subagent_lab.config.profiles import LabConfig
 from subagent_lab.local_models.weights import WeightsError, spec_for
 from subagent_lab.models.cache import weights_namespace
 

@@ -24,7 +24,8 @@ from typing import Any, Literal
 
 import httpx
 
-from subagent_lab.config.profiles import LabConfig, ServerConfig
+from subagent_lab.config.endpoints import ServerConfig
+from subagent_lab.config.profiles import LabConfig
 from subagent_lab.local_models import weights
 from subagent_lab.local_models.server_process import (
     STARTED,

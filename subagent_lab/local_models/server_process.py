@@ -18,7 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from subagent_lab.config.profiles import LabConfig, ServerConfig
+from subagent_lab.config.endpoints import ServerConfig
+from subagent_lab.config.profiles import LabConfig
 from subagent_lab.local_models import weights
 from subagent_lab.local_models.llama_server import PARENT_ENV as _PARENT_ENV
 

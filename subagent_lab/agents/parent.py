@@ -211,7 +211,7 @@ class MainAgent:
                 launcher=launcher,
                 children_token_cap=self.children_token_cap,
                 cancel=cancel,
-                cost=plan.cost,  # one account: the parent's segments and its children
+                cost=plan.cost,  # one account: the parent's attempts and its children
                 context_mode=self.context_mode,
                 child_model=self.child_model,
                 swap_for=self.child_swap,

@@ -123,7 +123,7 @@ class LoopDeps:
     (recorded in ``LoopOutcome.served_model_ids``); False ends it as ``model_mismatch``."""
     cost: CostAccount | None = None
     """The run's cost cap (``cost_budget_usd`` at its model's prices), which its calls are admitted
-    against and charged to; a parent's is shared by its segments and charged its children's cost.
+    against and charged to; a parent's is shared by its attempts and charged its children's cost.
     None: no cost cap."""
 
 

@@ -345,8 +345,8 @@ class TraceSink(Protocol):
 
 class RunTrace:
     """A run's trace as the loop writes it: the sink stamps each event with the run id and the
-    current step, moved on by ``offset`` (the steps earlier segments of the run took, so step
-    numbers continue across segments)."""
+    current step, moved on by ``offset`` (the steps earlier attempts of the run took, so step
+    numbers continue across attempts)."""
 
     def __init__(self, inner: TraceSink, step: Callable[[], int], offset: int = 0) -> None:
         self.inner, self.run_id, self.step, self.offset = inner, inner.run_id, step, offset

@@ -195,18 +195,35 @@ def secret_env_values(environ: Mapping[str, str] | None = None) -> list[str]:
 
 def mask_shapes(text: str, shape_list: Iterable[Shape] | None = None) -> str:
     """``text`` with every shape masked (no configured values: see ``Redactor``)."""
-    lower: str | None = None
-    for shape in shapes() if shape_list is None else shape_list:
+    listed = shapes() if shape_list is None else tuple(shape_list)
+    plain, folded = _default_needles() if shape_list is None else _needles(listed)
+    lower = text.lower() if folded else None
+    # Most texts hold no needle at all: one pass over every shape's needles settles them.
+    if not any(map(text.__contains__, plain)) and (lower is None or not any(map(lower.__contains__, folded))):
+        return text
+    for shape in listed:
         if shape.folded:
             lower = text.lower() if lower is None else lower
-            if not any(n in lower for n in shape.needles):
+            if not any(map(lower.__contains__, shape.needles)):
                 continue
-        elif not any(n in text for n in shape.needles):
+        elif not any(map(text.__contains__, shape.needles)):
             continue
         masked = shape.pattern.sub(shape.mask, text) if shape.back is None else _sub_back(shape, text)
         if masked != text:
             text, lower = masked, None
     return text
+
+
+@functools.lru_cache(maxsize=1)
+def _default_needles() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    return _needles(shapes())
+
+
+def _needles(shape_list: tuple[Shape, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The distinct needles of ``shape_list``: (those matched as written, those matched lower-case)."""
+    plain = {n: None for s in shape_list if not s.folded for n in s.needles}
+    folded = {n: None for s in shape_list if s.folded for n in s.needles}
+    return tuple(plain), tuple(folded)
 
 
 def _sub_back(shape: Shape, text: str) -> str:

@@ -169,11 +169,11 @@ def _cited(evidence: list[str], paths: _Paths, ctx: ScoringContext, out: _Matche
 
 
 def _match(
-    task: BenchTask, evidence: list[str], paths: _Paths, tolerance: int, ctx: ScoringContext, max_evidence: int
+    task: BenchTask, evidence: list[str], paths: _Paths, tolerance: int, ctx: ScoringContext, max_items: int
 ) -> _Matches:
     gold_files = [paths(span.path) for span in task.gold]
     out = _Matches()
-    out.items = merge_items(_cited(evidence, paths, ctx, out))[:max_evidence]
+    out.items = merge_items(_cited(evidence, paths, ctx, out))[:max_items]
     for item in out.items:
         if not item.credited:
             out.unmatched.append(item.label)

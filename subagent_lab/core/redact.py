@@ -220,9 +220,14 @@ def _default_needles() -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def _needles(shape_list: tuple[Shape, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The distinct needles of ``shape_list``: (those matched as written, those matched lower-case)."""
-    plain = {n: None for s in shape_list if not s.folded for n in s.needles}
-    folded = {n: None for s in shape_list if s.folded for n in s.needles}
+    """The needles that tell whether any shape of ``shape_list`` can match: (those matched as
+    written, those matched lower-case). A needle that holds another is left out: where it occurs,
+    so does the other (``ghp_`` and ``ghp``; ``AWS`` and the lower-case ``aws``)."""
+    folded = list(dict.fromkeys(n for s in shape_list if s.folded for n in s.needles))
+    plain = list(dict.fromkeys(n for s in shape_list if not s.folded for n in s.needles))
+    folded = [n for n in folded if not any(m != n and m in n for m in folded)]
+    plain = [n for n in plain if not any(m != n and m in n for m in plain)]
+    plain = [n for n in plain if not any(f in n.lower() for f in folded)]
     return tuple(plain), tuple(folded)
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -218,3 +220,14 @@ def test_spread_is_over_per_repeat_means() -> None:
         (0.1, 0.5, 1.0)
     )
     assert (summary["completion_min"], summary["completion_max"], summary["repeats"]) == (0.5, 1.0, 3)
+
+
+def test_a_runs_process_does_not_import_the_statistics() -> None:
+    """A Dask scheduler unpickles every run's cell and a worker runs it: neither loads scipy (the
+    bootstrap's, ~0.7 s of CPU per process), only the seed function the plan needs."""
+    code = (
+        "import sys, subagent_lab.experiments.cluster, subagent_lab.experiments.execute, "
+        "subagent_lab.experiments.sweep; print('scipy' in {m.split('.')[0] for m in sys.modules})"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

@@ -94,14 +94,21 @@ def plain_json(value: Any, _depth: int = 0, _open: frozenset[int] = frozenset())
             name = plain_json(key, _depth + 1, inner) if isinstance(key, str) else _text(key)
             while name in out:
                 name += " (again)"
-            out[name] = plain_json(item, _depth + 1, inner)
+            out[name] = item if _plain(item) else plain_json(item, _depth + 1, inner)
         return out
     if isinstance(value, list | tuple):
-        return [plain_json(item, _depth + 1, inner) for item in value]
+        return [item if _plain(item) else plain_json(item, _depth + 1, inner) for item in value]
     if isinstance(value, set | frozenset):
         items = [plain_json(item, _depth + 1, inner) for item in value]
         return sorted(items, key=lambda item: json.dumps(item, sort_keys=True))
     return plain_json(_text(value), _depth, inner)
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``plain_json`` returns ``value`` as it is (no call needed): None, a bool or int
+    (not a subclass), or ASCII text (no lone surrogate)."""
+    kind = type(value)
+    return value is None or kind is bool or kind is int or (kind is str and value.isascii())
 
 
 def _text(value: Any) -> str:

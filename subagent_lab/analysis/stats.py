@@ -17,7 +17,6 @@ Degenerate inputs never raise: no task gives ``nan`` everywhere; one task gives 
 
 from __future__ import annotations
 
-import hashlib
 import math
 import warnings
 from collections.abc import Sequence
@@ -27,23 +26,14 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from subagent_lab.analysis.seeds import derive_seed as derive_seed  # re-exported: its old home
+
 CONFIDENCE = 0.95
 N_RESAMPLES = 9999
 SEED = 0
 """The bootstrap's fixed random state: the same rows give the same interval."""
 TIE_TOLERANCE = 1e-9
 """Per-task differences closer to 0 than this count as ties."""
-
-
-def derive_seed(base: int, task_id: str, model: str, repeat: int) -> int:
-    """A sampling seed for one (task, model, repeat), stable across processes and platforms.
-
-    The SHA-256 of ``base|task_id|model|repeat``, cut to 31 bits (what every endpoint accepts).
-    Unlike ``base + repeat``, no two tasks or models share a seed, so one unlucky seed cannot move
-    a whole repeat of the suite the same way.
-    """
-    digest = hashlib.sha256(f"{base}|{task_id}|{model}|{repeat}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") % (2**31 - 1)
 
 
 @dataclass(frozen=True)

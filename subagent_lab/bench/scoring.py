@@ -73,6 +73,21 @@ def _norm_path(rel: str, root: Path) -> Path:
     return (candidate if candidate.is_absolute() else root / candidate).resolve()
 
 
+class _Paths:
+    """``_norm_path`` under one root, each distinct path resolved once: a score compares the same
+    gold and cited paths again for every item, span and tool output."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._resolved: dict[str, Path] = {}
+
+    def __call__(self, rel: str) -> Path:
+        path = self._resolved.get(rel)
+        if path is None:
+            path = self._resolved[rel] = _norm_path(rel, self.root)
+        return path
+
+
 def _overlaps(start: int, end: int, span: GoldSpan, tolerance: int) -> bool:
     """Whether ``start..end`` overlaps the gold span widened by ``tolerance`` on both sides,
     without being so wide that it would cover anything (see WIDE_SPAN_*)."""
@@ -128,15 +143,15 @@ class _Matches:
     """Gold lines inside a strict hit."""
 
 
-def _cited(evidence: list[str], root: Path, ctx: ScoringContext, out: _Matches) -> list[Cited]:
+def _cited(evidence: list[str], paths: _Paths, ctx: ScoringContext, out: _Matches) -> list[Cited]:
     """The distinct citations (same resolved file and lines: one), each credited or not: a citation
     outside every seen location is not, where the context requires seen evidence."""
-    seen = [(_norm_path(s.path, root), s) for s in ctx.seen or () if s.start >= 1]
+    seen = [(paths(s.path), s) for s in ctx.seen or () if s.start >= 1]
     keys: set[tuple[Any, ...]] = set()
     cited: list[Cited] = []
     for item in evidence:
         parsed = parse_evidence(item)
-        key: tuple[Any, ...] = (item,) if parsed is None else (_norm_path(parsed[0], root), *parsed[1:])
+        key: tuple[Any, ...] = (item,) if parsed is None else (paths(parsed[0]), *parsed[1:])
         if key in keys:  # a repeat earns nothing new (the grammar cannot ask for unique items)
             continue
         keys.add(key)
@@ -154,11 +169,11 @@ def _cited(evidence: list[str], root: Path, ctx: ScoringContext, out: _Matches) 
 
 
 def _match(
-    task: BenchTask, evidence: list[str], root: Path, tolerance: int, ctx: ScoringContext, max_evidence: int
+    task: BenchTask, evidence: list[str], paths: _Paths, tolerance: int, ctx: ScoringContext, max_items: int
 ) -> _Matches:
-    gold_files = [_norm_path(span.path, root) for span in task.gold]
+    gold_files = [paths(span.path) for span in task.gold]
     out = _Matches()
-    out.items = merge_items(_cited(evidence, root, ctx, out))[:max_evidence]
+    out.items = merge_items(_cited(evidence, paths, ctx, out))[:max_items]
     for item in out.items:
         if not item.credited:
             out.unmatched.append(item.label)
@@ -178,7 +193,7 @@ def _match(
     return out
 
 
-def _legacy_hits(task: BenchTask, evidence: list[str], root: Path, tolerance: int) -> tuple[int, set[int]]:
+def _legacy_hits(task: BenchTask, evidence: list[str], paths: _Paths, tolerance: int) -> tuple[int, set[int]]:
     """The old precision's numerator (items as written, repeats included, seen or not, with a span
     hit) and the gold spans they hit."""
     hits, gold = 0, set()
@@ -186,25 +201,25 @@ def _legacy_hits(task: BenchTask, evidence: list[str], root: Path, tolerance: in
         parsed = parse_evidence(item)
         if parsed is None:
             continue
-        path = _norm_path(parsed[0], root)
+        path = paths(parsed[0])
         found = [
             i
             for i, span in enumerate(task.gold)
-            if _norm_path(span.path, root) == path and _overlaps(parsed[1], parsed[2], span, tolerance)
+            if paths(span.path) == path and _overlaps(parsed[1], parsed[2], span, tolerance)
         ]
         hits += bool(found)
         gold.update(found)
     return hits, gold
 
 
-def _tool_only(found: list[str], ctx: ScoringContext, items: list[Item], root: Path) -> list[str]:
+def _tool_only(found: list[str], ctx: ScoringContext, items: list[Item], paths: _Paths) -> list[str]:
     """The keywords of ``found`` that occur in text a tool printed while the answer cites no line
     that output showed: copied from an observation, not found in the code."""
     cited = [i for i in items if i.credited]
 
     def cites(output: ToolOutput) -> bool:
         return any(
-            s.start >= 1 and i.path == _norm_path(s.path, root) and i.start <= s.end and i.end >= s.start
+            s.start >= 1 and i.path == paths(s.path) and i.start <= s.end and i.end >= s.start
             for s in output.spans
             for i in cited
         )
@@ -269,14 +284,15 @@ def score_run(
     # like); a keyword the harness wrote to this run can be named but earns nothing.
     countable = countable_keywords(task)
     creditable = countable_keywords(task, harness)
-    m = _match(task, result.evidence, root, line_tolerance, ctx, max_evidence)
+    paths = _Paths(root)
+    m = _match(task, result.evidence, paths, line_tolerance, ctx, max_evidence)
     found = keyword_hits(creditable, text)
-    pasted = _tool_only(found, ctx, m.items, root)
+    pasted = _tool_only(found, ctx, m.items, paths)
     keyword_recall = (len(found) - len(pasted)) / len(countable) if countable else None
     absence = admits_absence(text, [task.prompt, *harness])
     checks = ground_evidence(result.evidence, root)
     n_items, n_gold = len(m.items), len(task.gold)
-    gold_paths = [_norm_path(s.path, root) for s in task.gold]  # resolved once per span, not per line
+    gold_paths = [paths(s.path) for s in task.gold]
     spans = list(zip(task.gold, gold_paths, strict=True))
     gold_lines = {(p, n) for s, p in spans for n in range(s.start, s.end + 1)}
     precision_strict = _ratio(m.hits["strict"], n_items, 0.0)
@@ -301,7 +317,7 @@ def score_run(
         parts = [recall_strict, precision_strict]
         quality = _mean(parts if keyword_recall is None else [*parts, keyword_recall])
 
-    legacy_hits, legacy_gold = _legacy_hits(task, result.evidence, root, line_tolerance)
+    legacy_hits, legacy_gold = _legacy_hits(task, result.evidence, paths, line_tolerance)
     legacy = [k for k in task.keywords if k not in in_task]
     legacy_parts = [_ratio(legacy_hits, len(result.evidence), 0.0), _ratio(len(legacy_gold), n_gold, 1.0)]
     if legacy and kind != "absent":

@@ -11,7 +11,7 @@ import importlib
 import pkgutil
 import re
 from collections.abc import Iterable
-from functools import cache
+from functools import cache, lru_cache
 
 from subagent_lab.bench.suite import BenchTask
 
@@ -139,8 +139,7 @@ def own_words(text: str, given: Iterable[str], n: int = SHARED_NGRAM) -> list[st
     occurs in one of ``given`` is cut out; the pieces stay apart, so no phrase forms across a cut."""
     shared: set[tuple[str, ...]] = set()
     for other in given:
-        words = [m.group().lower() for m in _WORD.finditer(other)]
-        shared.update(tuple(words[i : i + n]) for i in range(len(words) - n + 1))
+        shared.update(_ngrams(other, n))
     tokens = list(_WORD.finditer(text))
     words = [m.group().lower() for m in tokens]
     cut = [False] * len(tokens)
@@ -156,6 +155,14 @@ def own_words(text: str, given: Iterable[str], n: int = SHARED_NGRAM) -> list[st
             pieces.append(text[tokens[first].start() : tokens[i - 1].end()])
             first = None
     return pieces
+
+
+@lru_cache(maxsize=1024)
+def _ngrams(text: str, n: int) -> frozenset[tuple[str, ...]]:
+    """Every run of ``n`` words of ``text``, lower-case (kept per text: the harness's prompts and a
+    task's own come back in every run)."""
+    words = [m.group().lower() for m in _WORD.finditer(text)]
+    return frozenset(tuple(words[i : i + n]) for i in range(len(words) - n + 1))
 
 
 def admits_absence(text: str, given: Iterable[str] = ()) -> bool:

@@ -15,8 +15,10 @@ checkout or tree is made first. Errors about one field are ``FieldError`` naming
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.util
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -148,7 +150,7 @@ class InstalledWorkspace(_Spec):
     def root(self, *, fetch: bool = False) -> Path:
         """The package's directory; ConfigError when it is missing or of another version."""
         if self.installed in PINNED_VERSIONS and self.version in (None, PINNED_VERSIONS[self.installed][1]):
-            return package_root(self.installed)
+            return _pinned_root(self.installed, tuple(sys.path))
         if self.version is not None:
             dists = importlib.metadata.packages_distributions().get(self.installed.split(".")[0], [])
             found = {importlib.metadata.version(d) for d in dists}
@@ -222,6 +224,14 @@ def package_root(package: str) -> Path:
             f"to {dist}=={pinned}; install exactly that version (pip install -e '.[bench]')"
         )
     return _import_dir(package)
+
+
+@functools.lru_cache(maxsize=16)
+def _pinned_root(package: str, search_path: tuple[str, ...]) -> Path:
+    """``package_root(package)``, found and checked once per process and import path: a task's
+    workspace is asked for on every run, and reading the distribution's metadata is most of a
+    lookup's cost. (A failed lookup is not kept: it is made again, and raises again, next time.)"""
+    return package_root(package)
 
 
 def _import_dir(name: str) -> Path:

@@ -6,11 +6,10 @@ tool of this run showed them to the model: a Grep match line, or lines inside a 
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from subagent_lab.core.contracts import parse_evidence
-from subagent_lab.core.types import Span
+from subagent_lab.core.types import Span, json_copy
 
 MAX_EVIDENCE_CHOICES = 400
 """The newest seen lines offered to constrained decoding (a grammar alternation per item)."""
@@ -49,7 +48,7 @@ def constrain_evidence(
     schema order, and a small model that has written its findings first tends to leave the
     evidence empty; right after the locations listed in the prompt, it cites them.
     """
-    out = copy.deepcopy(schema)
+    out = json_copy(schema)
     props = out.get("properties", {})
     evidence = props.get("evidence")
     if evidence is None:
@@ -82,7 +81,7 @@ def bounded_answer(schema: dict[str, Any], max_tokens: int) -> dict[str, Any]:
     (at ~3 characters a token), and lists to 4 items, so a complete answer fits. Short answers are
     also fast ones: on a CPU every output token of the answer is ~0.1 s of a run's wall time.
     """
-    out = copy.deepcopy(schema)
+    out = json_copy(schema)
     text, item, items = max(max_tokens // 3, 40), max(max_tokens // 8, 20), 4
     for prop in out.get("properties", {}).values():
         if prop.get("type") == "string" and "enum" not in prop:

@@ -195,18 +195,40 @@ def secret_env_values(environ: Mapping[str, str] | None = None) -> list[str]:
 
 def mask_shapes(text: str, shape_list: Iterable[Shape] | None = None) -> str:
     """``text`` with every shape masked (no configured values: see ``Redactor``)."""
-    lower: str | None = None
-    for shape in shapes() if shape_list is None else shape_list:
+    listed = shapes() if shape_list is None else tuple(shape_list)
+    plain, folded = _default_needles() if shape_list is None else _needles(listed)
+    lower = text.lower() if folded else None
+    # Most texts hold no needle at all: one pass over every shape's needles settles them.
+    if not any(map(text.__contains__, plain)) and (lower is None or not any(map(lower.__contains__, folded))):
+        return text
+    for shape in listed:
         if shape.folded:
             lower = text.lower() if lower is None else lower
-            if not any(n in lower for n in shape.needles):
+            if not any(map(lower.__contains__, shape.needles)):
                 continue
-        elif not any(n in text for n in shape.needles):
+        elif not any(map(text.__contains__, shape.needles)):
             continue
         masked = shape.pattern.sub(shape.mask, text) if shape.back is None else _sub_back(shape, text)
         if masked != text:
             text, lower = masked, None
     return text
+
+
+@functools.lru_cache(maxsize=1)
+def _default_needles() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    return _needles(shapes())
+
+
+def _needles(shape_list: tuple[Shape, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The needles that tell whether any shape of ``shape_list`` can match: (those matched as
+    written, those matched lower-case). A needle that holds another is left out: where it occurs,
+    so does the other (``ghp_`` and ``ghp``; ``AWS`` and the lower-case ``aws``)."""
+    folded = list(dict.fromkeys(n for s in shape_list if s.folded for n in s.needles))
+    plain = list(dict.fromkeys(n for s in shape_list if not s.folded for n in s.needles))
+    folded = [n for n in folded if not any(m != n and m in n for m in folded)]
+    plain = [n for n in plain if not any(m != n and m in n for m in plain)]
+    plain = [n for n in plain if not any(f in n.lower() for f in folded)]
+    return tuple(plain), tuple(folded)
 
 
 def _sub_back(shape: Shape, text: str) -> str:

@@ -246,11 +246,15 @@ def request_digest(request: ModelRequest) -> str:
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+"""The types ``json_copy`` shares as they are, without a call per value (most of a schema)."""
+
+
 def json_copy(value: Any) -> Any:
     """A copy of JSON-shaped data (dicts, lists, scalars) that shares nothing mutable with it:
     ``copy.deepcopy`` for such data, several times cheaper (a cached schema is copied per call)."""
     if isinstance(value, dict):
-        return {k: json_copy(v) for k, v in value.items()}
+        return {k: v if type(v) in _SCALARS else json_copy(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [json_copy(v) for v in value]
+        return [v if type(v) in _SCALARS else json_copy(v) for v in value]
     return value

@@ -13,7 +13,7 @@ from typing import Any
 
 from subagent_lab.agents.launcher import ModelFactory, SubagentLauncher, SubagentRequest
 from subagent_lab.analysis.metrics import child_metrics
-from subagent_lab.bench.scoring import context_from_trace, score_run
+from subagent_lab.bench.scoring import context_from_events, score_run
 from subagent_lab.config.endpoints import ModelConfig
 from subagent_lab.config.parsed import parsed_config
 from subagent_lab.config.profiles import LabConfig
@@ -75,10 +75,10 @@ def execute_run(run: RunSpec, model_factory: ModelFactory | None = None) -> dict
         # scaffolds are scored by one rule whether or not their grammar enforced it.
         trace = Path(result.trace_path) if result.trace_path else None
         exists = trace is not None and trace.is_file()
-        context = context_from_trace(trace, require_seen=True) if trace is not None and exists else None
+        events = read_trace(trace) if trace is not None and exists else None  # read once, for all three
+        context = context_from_events(events, require_seen=True) if events is not None else None
         # A task without gold is run and tabulated (reason, tools, tokens) but not scored.
         score = score_run(run.task, result.contract, root, context=context) if run.task.scored else None
-        events = read_trace(trace) if trace is not None and exists else None
         folded = child_metrics(events) if events is not None else None
         row = result_row(run, result.model_dump(mode="json"), score.model_dump(mode="json") if score else {})
         row.update(origin_columns(events or []))

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from subagent_lab.analysis.stats import derive_seed
+from subagent_lab.analysis.seeds import derive_seed
 from subagent_lab.bench.suite import BenchTask
 from subagent_lab.config.profiles import LabConfig
 from subagent_lab.core.types import FLOOR_CHOICES, ModelChoice

@@ -93,7 +93,8 @@ def utf8_safe(value: Any) -> Any:
     """``value`` with lone surrogates (a non-UTF-8 file name, a model's ``\\udce9`` escape echoed
     back in an observation) shown as ``\\udce9`` text: the request body must encode as UTF-8."""
     if isinstance(value, str):
-        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        # ASCII holds no surrogate: the common case skips the copy through bytes.
+        return value if value.isascii() else value.encode("utf-8", "backslashreplace").decode("utf-8")
     if isinstance(value, dict):
         return {k: utf8_safe(v) for k, v in value.items()}
     if isinstance(value, list):

@@ -6,6 +6,7 @@ models cite the first locations in front of them.
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import re
@@ -85,8 +86,10 @@ LINE_TEXT_CHARS = 70
 """Longest line text shown beside a listed location (longer is cut with an ellipsis)."""
 
 
-def _terms(text: str) -> set[str]:
-    """The lower-case words of ``text``, identifiers also split at ``_`` and case changes."""
+@functools.lru_cache(maxsize=4096)
+def _terms(text: str) -> frozenset[str]:
+    """The lower-case words of ``text``, identifiers also split at ``_`` and case changes (kept per
+    text: a sweep's repeats rank the same lines and the same task again)."""
     words = set()
     for token in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text):
         words.add(token.lower())
@@ -96,7 +99,7 @@ def _terms(text: str) -> set[str]:
             for w in WORD.findall(re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", part))
         )
     words |= {w[:-1] for w in words if len(w) > 4 and w.endswith("s")}  # "loaders" finds "Loader"
-    return {w for w in words if len(w) >= 3 and w not in STOPWORDS}
+    return frozenset(w for w in words if len(w) >= 3 and w not in STOPWORDS)
 
 
 def line_texts(items: list[str], root: Path) -> dict[str, str]:

@@ -17,7 +17,14 @@ from pathlib import Path
 import pytest
 
 from subagent_lab.core.model import ModelCallError
-from subagent_lab.core.redact import _DETECT_SECRETS_NEEDLES, Redactor, mask_shapes, mask_url, shapes
+from subagent_lab.core.redact import (
+    _DETECT_SECRETS_NEEDLES,
+    Redactor,
+    _default_needles,
+    mask_shapes,
+    mask_url,
+    shapes,
+)
 from subagent_lab.core.tool import ToolDeniedError
 from subagent_lab.core.trace import RunStarted, TraceWriter
 from subagent_lab.core.types import Message, ModelRequest
@@ -119,6 +126,18 @@ def test_every_detect_secrets_plugin_passes_its_gate(plugin_name: str) -> None:
     assert found, f"the sample is not a {cls} secret"
     masked = mask_shapes(f"config: {sample} end")
     assert all(secret not in masked for secret in found), masked
+
+
+def test_every_needle_opens_the_one_pass_gate() -> None:
+    """``mask_shapes`` first looks for the needles of all shapes at once (a needle that holds
+    another left out): a text holding any one shape's needle must still reach that shape."""
+    plain, folded = _default_needles()
+    assert len(plain) < len({n for s in shapes() if not s.folded for n in s.needles})  # some left out
+    for shape in shapes():
+        for needle in shape.needles:
+            text = f"x {needle.upper() if shape.folded else needle} y"
+            lower = text.lower()
+            assert any(n in text for n in plain) or any(n in lower for n in folded), (needle, shape.source)
 
 
 def test_the_shape_list_is_built_from_detect_secrets() -> None:

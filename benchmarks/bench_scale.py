@@ -149,6 +149,7 @@ def speed(root: Path, config: Path, workers: int, runs: int, fake_pid: int) -> d
         spec = spec_for(f"speed{workers}", runs)
         before = [cpu_s(p.pid) for p in procs]
         fake_before = cpu_s(fake_pid)
+        scheduler_before = cpu_s(cluster.scheduler.pid)
         usage = resource.getrusage(resource.RUSAGE_SELF)
         mine = usage.ru_utime + usage.ru_stime
         t0 = time.perf_counter()
@@ -156,6 +157,7 @@ def speed(root: Path, config: Path, workers: int, runs: int, fake_pid: int) -> d
                        cache=False, progress=False)  # fmt: skip
         wall = time.perf_counter() - t0
         worker_cpu = sum(cpu_s(p.pid) - b for p, b in zip(procs, before, strict=True))
+        scheduler_cpu = cpu_s(cluster.scheduler.pid) - scheduler_before
         usage = resource.getrusage(resource.RUSAGE_SELF)
     tools = int(sum(df[f"{t}_executed"].sum() for t in ("Read", "Grep", "Glob")))
     return {
@@ -170,6 +172,9 @@ def speed(root: Path, config: Path, workers: int, runs: int, fake_pid: int) -> d
         "model_calls_per_run": float(df["model_calls"].mean()),
         "driver_cpu_ms_per_run": 1000 * (usage.ru_utime + usage.ru_stime - mine) / len(df),
         "endpoint_cpu_ms_per_run": 1000 * (cpu_s(fake_pid) - fake_before) / len(df),
+        "scheduler_cpu_ms_per_run": 1000 * scheduler_cpu / len(df),
+        "cores_busy": (worker_cpu + scheduler_cpu + usage.ru_utime + usage.ru_stime - mine
+                       + cpu_s(fake_pid) - fake_before) / wall,  # fmt: skip
     }
 
 

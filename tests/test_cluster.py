@@ -134,3 +134,38 @@ def test_killed_worker_runs_rerun_elsewhere_no_row_lost_or_duplicated(tmp_path: 
     assert len(retried) >= 1 and (retried["attempts"] >= 2).all()
     assert retried["worker"].nunique() == 1  # re-run on the surviving worker
     assert len(load_results(results.parent)) == 12
+
+
+@pytest.mark.timeout(240)
+def test_short_runs_share_tasks_and_every_run_has_its_own_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs of a few milliseconds (a fake that answers at once) go several to a Dask task; each
+    still comes back as its own row with its own trace, once."""
+    import subagent_lab.experiments.cluster as cluster_module
+    from subagent_lab.experiments.batching import Batcher
+
+    sizes: list[int] = []
+
+    class Spy(Batcher):
+        def size(self, waiting: int) -> int:
+            sizes.append(super().size(waiting))
+            return sizes[-1]
+
+    monkeypatch.setattr(cluster_module, "Batcher", Spy)
+    spec = SweepSpec(name="b", tasks=(TASK,), models=("light", "main"), repeats=20)
+    with (
+        FakeEndpoint(max_requests=2000, max_seconds=200) as fake,
+        ProcCluster(tmp_path / "cluster", idle_timeout_s=200) as cluster,
+    ):
+        cluster.add_worker("w1")
+        cluster.wait_for_workers(1)
+        config = _config(tmp_path, {fake.url: 4})
+        df = run_sweep(spec, config_path=config, out_dir=tmp_path / "sweeps", cluster=cluster.address,
+                       progress=False)  # fmt: skip
+    assert sum(sizes) == 40 and len(sizes) < 40 and max(sizes) > 1, sizes
+    assert len(df) == 40 and df["run_key"].nunique() == 40 and set(df["status"]) == {"completed"}
+    assert not df["retried"].any() and set(df["attempts"]) == {1}
+    assert df["trace_path"].nunique() == 40
+    for path in df["trace_path"]:
+        assert read_trace(path)[-1].kind == "run_ended"

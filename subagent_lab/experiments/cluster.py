@@ -1,7 +1,8 @@
 """Grids on a Dask distributed cluster, with no filesystem shared between the driver and workers.
 
 ``run_grid(grid, cluster="tcp://host:8786")`` (``run_sweep``, ``run_study``) hands the cells to
-``run_on_cluster``. Each cell is one Dask task (``cluster_task``) that gets everything it needs
+``run_on_cluster``. Each Dask task (``cluster_batch``) runs one cell, or several in a row where runs
+are short (``experiments.batching``), and each cell (``cluster_task``) gets everything it needs
 from the driver: the grid (its spec and any custom factory), the cell, and the configuration as
 JSON (scattered once, system prompts inlined: no path of the driver's is read on a worker). The
 worker runs the cell with its own directory for traces and call-cache entries, then returns the
@@ -14,7 +15,7 @@ trusts nothing a worker returns (``experiments.worker_result``).
 
 A worker lost mid-run: the scheduler runs its tasks again on another worker; every task start is
 logged as a Dask event, so the row of a run that started more than once says ``retried`` (and
-``attempts``). At most ``window`` runs are in flight, so the driver's memory does not grow with the
+``attempts``). At most ``window`` tasks are in flight, so the driver's memory does not grow with the
 number of runs. Models with ``endpoints`` share cluster-wide concurrency limits (a
 ``distributed.Semaphore`` per endpoint).
 """
@@ -25,13 +26,15 @@ import contextlib
 import gzip
 import hashlib
 import json
+import math
 import os
 import shutil
 import threading
+import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +43,7 @@ from subagent_lab.config.parsed import parsed_config
 from subagent_lab.config.profiles import LabConfig, load_config
 from subagent_lab.core.model import Model
 from subagent_lab.core.types import ModelChoice
+from subagent_lab.experiments.batching import Batcher
 from subagent_lab.experiments.grid_types import Grid, GridCell, Row
 from subagent_lab.experiments.worker_result import WorkerResultError, _write_trace, accept_result, failed_row
 from subagent_lab.local_models.factory import default_model_factory
@@ -48,8 +52,8 @@ from subagent_lab.models.cache import CachingModel, entry_path
 from subagent_lab.models.pool import pooled_factory
 
 __all__ = [  # the driver's checks are re-exported: the red-team tests reach them through this module
-    "START_TOPIC", "WorkerResultError", "_write_trace", "accept_result", "cluster_limiter", "cluster_task",
-    "dask_setup", "failed_row", "run_on_cluster",
+    "START_TOPIC", "WorkerResultError", "_write_trace", "accept_result", "cluster_batch", "cluster_limiter",
+    "cluster_task", "dask_setup", "failed_row", "run_on_cluster",
 ]  # fmt: skip
 
 START_TOPIC = "subagent-lab-run-started"
@@ -173,6 +177,22 @@ def cluster_task(
             "traces": others, "cache": entries}  # fmt: skip
 
 
+def cluster_batch(
+    grid: Grid[Any], cells: list[GridCell], config_json: str, storage: str | None, driver: str = ""
+) -> dict[str, Any]:
+    """Run ``cells`` one after another on a worker (one Dask task): ``outs``, each cell's
+    ``cluster_task`` result (or ``{"error": ...}`` where it raised), and ``seconds``, the batch's
+    wall time here (which sizes the next batches)."""
+    started = time.perf_counter()
+    outs: list[dict[str, Any]] = []
+    for cell in cells:
+        try:
+            outs.append(cluster_task(grid, cell, config_json, storage, driver))
+        except Exception as exc:  # this cell's failure, not its batch's
+            outs.append({"error": f"{type(exc).__name__}: {exc}"})
+    return {"outs": outs, "seconds": time.perf_counter() - started}
+
+
 def _take_traces(row: Row, scratch: Path, driver_dir: str) -> tuple[str | None, dict[str, bytes], int]:
     """The name of the row's own trace below ``scratch`` (None: there is none), every trace the
     run wrote there (name -> gzip bytes) and the row's own raw size. A parent's trace names its
@@ -202,8 +222,9 @@ def run_on_cluster(
     on_row: Callable[[Row], None],
     storage: str | None = None,
     window: int | None = None,
-) -> None:
-    """Run ``grid``'s ``cells`` on the Dask scheduler at ``address``; ``on_row`` gets each finished row."""
+) -> int:
+    """Run ``grid``'s ``cells`` on the Dask scheduler at ``address``; ``on_row`` gets each finished
+    row. Returns the number of Dask tasks the runs took (``experiments.batching``)."""
     from distributed import Client, as_completed
 
     with Client(address, set_as_default=False) as client:
@@ -222,41 +243,83 @@ def run_on_cluster(
         client.subscribe_topic(START_TOPIC, started)
         config = client.scatter(lab.model_dump_json(), broadcast=True, hash=True)
         shipped = client.scatter(grid, broadcast=True, hash=False)  # once, not with every cell
-        slots = window or max(2 * sum(client.nthreads().values()), 4)
-        pending: dict[str, GridCell] = {}
+        threads = sum(client.nthreads().values())
+        slots = window or max(2 * threads, 4)
+        pending: dict[str, list[GridCell]] = {}
+        todo, batcher, tasks = deque(cells), Batcher(threads), 0
 
-        def submit(cell: GridCell) -> Any:
+        def submit() -> Any:
+            nonlocal tasks
+            batch = [todo.popleft() for _ in range(min(batcher.size(len(todo)), len(todo)))]
             key = f"subagent-lab-run-{uuid.uuid4().hex}"
-            pending[key] = cell
-            return client.submit(cluster_task, shipped, cell, config, storage, token, key=key, pure=False)
+            pending[key], tasks = batch, tasks + 1
+            return client.submit(cluster_batch, shipped, batch, config, storage, token, key=key, pure=False)
 
-        todo = iter(cells)
-        done = as_completed([submit(c) for c in islice(todo, slots)], loop=client.loop)
+        done = as_completed([submit() for _ in range(min(slots, len(todo)))], loop=client.loop)
         for future in done:
-            run = pending.pop(future.key)
-            try:
-                out = future.result()
-            except Exception as exc:  # the task's workers kept dying (KilledWorker), or it was lost
-                row = failed_row(run, f"{type(exc).__name__}: {exc}", grid.identity)
-            else:
-                try:
-                    row = accept_result(run, out, storage, grid.identity)
-                except (WorkerResultError, OSError) as exc:
-                    row = failed_row(run, f"malformed worker result: {exc}", grid.identity)
+            batch = pending.pop(future.key)
+            rows = _batch_rows(grid, batch, future, storage, batcher)
             # The scheduler counts workers that died while running the task; the start events
             # also catch a start the scheduler gave up on. Either way the run started again.
             lost = _lost_workers(client, future.key)
             future.release()
             with lock:
-                workers = starts.pop(run.run_key, [])
-            attempts = max(len(workers), lost + 1)
-            row.update(attempts=attempts, retried=attempts > 1)
-            on_row(row)
-            following = next(todo, None)
-            if following is not None:
-                done.add(submit(following))
+                workers = [starts.pop(run.run_key, []) for run in batch]
+            for row, attempts in zip(rows, _attempts(rows, workers, lost), strict=True):
+                row.update(attempts=attempts, retried=attempts > 1)
+                on_row(row)
+            if todo:
+                done.add(submit())
         with contextlib.suppress(Exception):
             client.unsubscribe_topic(START_TOPIC)
+    return tasks
+
+
+def _batch_rows(
+    grid: Grid[Any], batch: list[GridCell], future: Any, storage: str | None, batcher: Batcher
+) -> list[Row]:
+    """Each run's row from a finished task: accepted from what the worker returned, or a failed
+    row (the task's workers kept dying, or it returned something malformed)."""
+    try:
+        result = future.result()
+    except Exception as exc:  # KilledWorker, or the task was lost
+        return [failed_row(run, f"{type(exc).__name__}: {exc}", grid.identity) for run in batch]
+    outs = result.get("outs") if isinstance(result, dict) else None
+    if not isinstance(outs, list) or len(outs) != len(batch):
+        why = f"malformed worker result: not {len(batch)} results"
+        return [failed_row(run, why, grid.identity) for run in batch]
+    seconds = result.get("seconds")
+    batcher.observe(len(batch), float(seconds) if isinstance(seconds, int | float) else math.nan)
+    rows = []
+    for run, out in zip(batch, outs, strict=True):
+        if isinstance(out, dict) and "error" in out:
+            rows.append(failed_row(run, str(out["error"]), grid.identity))
+            continue
+        try:
+            rows.append(accept_result(run, out, storage, grid.identity))
+        except (WorkerResultError, OSError) as exc:
+            rows.append(failed_row(run, f"malformed worker result: {exc}", grid.identity))
+    return rows
+
+
+def _attempts(rows: list[Row], starts: list[list[str]], lost: int) -> list[int]:
+    """How many times each run of a task started: its start events, and the workers the scheduler
+    saw die running the task (``lost``), whose last start event may not have arrived. A task of one
+    run counts each lost worker as a start of it. A task of several runs them in order, so a lost
+    worker had started a prefix of them: the first run with no start on record but on the worker
+    that finished it counts the lost workers too. That can say ``retried`` of one run per lost
+    worker that had not started there (the worker died between two runs, or after all its start
+    events arrived); it does not miss a restarted run unless two of its start events were lost.
+    """
+    if len(rows) == 1:
+        return [max(len(starts[0]), lost + 1)]
+    counts = [max(len(s), 1) for s in starts]
+    if lost:
+        finals = [str(row.get("worker", "")) for row in rows]
+        cut = next((i for i, s in enumerate(starts) if all(w == finals[i] for w in s)), None)
+        if cut is not None:
+            counts[cut] = max(counts[cut], lost + 1)
+    return counts
 
 
 def _suspicious(dask_scheduler: Any, key: str) -> int:

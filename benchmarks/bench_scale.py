@@ -159,6 +159,7 @@ def speed(root: Path, config: Path, workers: int, runs: int, fake_pid: int) -> d
         worker_cpu = sum(cpu_s(p.pid) - b for p, b in zip(procs, before, strict=True))
         scheduler_cpu = cpu_s(cluster.scheduler.pid) - scheduler_before
         usage = resource.getrusage(resource.RUSAGE_SELF)
+        driver_cpu = usage.ru_utime + usage.ru_stime - mine
     tools = int(sum(df[f"{t}_executed"].sum() for t in ("Read", "Grep", "Glob")))
     return {
         "workers": workers,
@@ -170,11 +171,10 @@ def speed(root: Path, config: Path, workers: int, runs: int, fake_pid: int) -> d
         "worker_cpu_ms_per_tool_call": 1000 * worker_cpu / max(tools, 1),
         "tool_calls_per_run": tools / len(df),
         "model_calls_per_run": float(df["model_calls"].mean()),
-        "driver_cpu_ms_per_run": 1000 * (usage.ru_utime + usage.ru_stime - mine) / len(df),
+        "driver_cpu_ms_per_run": 1000 * driver_cpu / len(df),
         "endpoint_cpu_ms_per_run": 1000 * (cpu_s(fake_pid) - fake_before) / len(df),
         "scheduler_cpu_ms_per_run": 1000 * scheduler_cpu / len(df),
-        "cores_busy": (worker_cpu + scheduler_cpu + usage.ru_utime + usage.ru_stime - mine
-                       + cpu_s(fake_pid) - fake_before) / wall,  # fmt: skip
+        "cores_busy": (worker_cpu + scheduler_cpu + driver_cpu + cpu_s(fake_pid) - fake_before) / wall,
     }
 
 

@@ -129,3 +129,40 @@ def test_a_row_claiming_another_run_is_the_drivers_run(tmp_path: Path) -> None:
         _run(tmp_path), _good(row={"run_key": "someone-else", "task_id": "x", "status": "completed"})
     )
     assert row["run_key"] == "run-1" and row["task_id"] == load_suite()[0].id
+
+
+class _Done:
+    """A finished Dask future as ``cluster._batch_rows`` reads it."""
+
+    def __init__(self, result: Any = None, error: Exception | None = None) -> None:
+        self._result, self._error = result, error
+
+    def result(self) -> Any:
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+
+def test_a_batch_result_is_checked_run_by_run(tmp_path: Path) -> None:
+    """A task of several runs: each run's result is accepted or failed on its own; a result that is
+    not one per run, or a task that failed, fails every run of it with the reason."""
+    from subagent_lab.experiments.batching import Batcher
+    from subagent_lab.experiments.sweep import SweepGrid, SweepSpec
+
+    first = _run(tmp_path)
+    second = first.model_copy(update={"run_key": "run-2"})
+    grid = SweepGrid(SweepSpec(name="x", tasks=(first.task.id,), models=("light",)))
+    batcher = Batcher(threads=1)
+    raised = {"error": "RuntimeError: boom"}
+    rows = cluster._batch_rows(grid, [first, second], _Done({"outs": [_good(), raised], "seconds": 0.2}),
+                               None, batcher)  # fmt: skip
+    assert [r["status"] for r in rows] == ["completed", "failed"]
+    assert rows[1]["run_key"] == "run-2" and rows[1]["error"] == "RuntimeError: boom"
+    assert batcher.runs == 2 and batcher.seconds == 0.2  # the batch's time sizes the next ones
+    for bad in ({"outs": [_good()], "seconds": 0.1}, {"outs": "x"}, ["not", "a", "mapping"]):
+        rows = cluster._batch_rows(grid, [first, second], _Done(bad), None, batcher)
+        assert [r["status"] for r in rows] == ["failed", "failed"]
+        assert all("not 2 results" in r["error"] for r in rows)
+    rows = cluster._batch_rows(grid, [first, second], _Done(error=KeyError("lost")), None, batcher)
+    assert [r["error"] for r in rows] == ["KeyError: 'lost'"] * 2
+    assert batcher.runs == 2  # a failed task says nothing about how long runs take

@@ -10,7 +10,8 @@ scheduler, the workers (``dask_procs.py``, one thread each) and the sweep's driv
 
 1. runs/s with 1 worker and with 2 workers (``--speed-runs`` runs each, no call cache), the
    harness's CPU time per run and per tool call (the workers' CPU: loop, tools, scoring, trace,
-   Dask), the driver's and the endpoint's;
+   Dask), the driver's, the endpoint's and the Dask scheduler's, and the cores all of them kept
+   busy on average (CPU seconds over wall seconds);
 2. a ``--runs``-run sweep on 2 workers during which one worker is SIGKILLed (a fresh one joins)
    and later the driver is SIGKILLed and started again: rows lost / duplicated, runs retried,
    runs the restarted driver ran, the driver's resident memory as rows accumulate, trace bytes

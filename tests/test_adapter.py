@@ -10,7 +10,7 @@ from typing import Any
 from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
 from subagent_lab.config.profiles import LabConfig, ModelConfig
 from subagent_lab.core.contracts import contract_schema
-from subagent_lab.core.dispatch import FINISH_SCHEMA
+from subagent_lab.core.policy import FINISH_SCHEMA
 from subagent_lab.core.trace import read_trace
 from subagent_lab.core.types import Message, ModelRequest, ModelResponse, ToolCall
 from subagent_lab.models.bounded_http import openai_http_package

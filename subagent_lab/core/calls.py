@@ -14,11 +14,10 @@ from typing import Any, Literal, NoReturn
 from subagent_lab.core.budget import count_call
 from subagent_lab.core.context import compact
 from subagent_lab.core.contracts import contract_schema
-from subagent_lab.core.dispatch import FINISH_SCHEMA
 from subagent_lab.core.evidence import bounded_answer
 from subagent_lab.core.loop_state import Run
 from subagent_lab.core.model import ModelCallError, same_model
-from subagent_lab.core.policy import ActionMenu
+from subagent_lab.core.policy import FINISH_SCHEMA, ActionMenu
 from subagent_lab.core.tokens import TokenCount, prompt_counter
 from subagent_lab.core.trace import BudgetDecision, Compacted, ModelCalled, ModelCallFailed
 from subagent_lab.core.types import (

@@ -116,6 +116,29 @@ CONTRACTS: dict[str, type[BaseModel]] = {
 }
 
 
+FINAL_PROMPT = (
+    "Now give your final answer as the JSON object described above, from what the tools showed you. "
+    "In the summary and findings, name the functions, classes and files that answer the task."
+)
+"""The prompt that asks for the final answer under a contract (its schema is in the system prompt)."""
+FINAL_PROMPT_FREE = "Now give your final answer, from what the tools showed you."
+"""The same without a contract: a free-text answer."""
+FINAL_PROMPTS = {
+    "AnswerResult": (
+        'Now give your final answer as a JSON object, from what the tools showed you: "answer" says '
+        'what you found, "evidence" lists every place that shows it as path:line or path:start-end.'
+    )
+}
+"""A contract's own final prompt where ``FINAL_PROMPT``'s field names are not its fields."""
+
+
+def final_prompt(contract: str | None) -> str:
+    """The prompt that asks for the final answer under ``contract`` (None: free text)."""
+    if contract is None:
+        return FINAL_PROMPT_FREE
+    return FINAL_PROMPTS.get(contract, FINAL_PROMPT)
+
+
 def contract_schema(name: str) -> dict[str, Any]:
     """The JSON schema of a contract, for prompts and constrained decoding (a fresh copy)."""
     return json_copy(_contract_schema(CONTRACTS[name]))

@@ -15,18 +15,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 from subagent_lab.core.context import is_compacted
 from subagent_lab.core.loop_state import Record, Run
-from subagent_lab.core.policy import FINISH, CallResult
+from subagent_lab.core.policy import CallResult
 from subagent_lab.core.trace import ToolFinished, ToolStarted
 from subagent_lab.core.types import Message, ToolCall, ToolOutcome
 
-FINISH_SCHEMA = {
-    "type": "function",
-    "function": {
-        "name": FINISH,
-        "description": "Stop searching and write the final answer.",
-        "parameters": {"type": "object", "properties": {}},
-    },
-}
 REPEAT_NOTE = "[Already shown at step {step}: this exact call's result is above and has not changed.]"
 """The record's answer to a repeat when no policy words it (``Policy.repeat_note``)."""
 

@@ -24,7 +24,7 @@ from typing import Any, NoReturn, cast
 
 from subagent_lab.core.budget import Budget
 from subagent_lab.core.calls import Purpose, answer_schema, call_model
-from subagent_lab.core.contracts import ground_evidence, grounded_ratio, parse_contract
+from subagent_lab.core.contracts import final_prompt, ground_evidence, grounded_ratio, parse_contract
 from subagent_lab.core.dispatch import run_tools
 from subagent_lab.core.evidence import seen_check
 from subagent_lab.core.loop_state import LoopDeps, LoopOutcome, LoopSpec, Review, Reviewer, Run, RunState
@@ -45,18 +45,6 @@ from subagent_lab.core.types import (
 
 __all__ = ["LoopDeps", "LoopOutcome", "LoopSpec", "Review", "Reviewer", "run_loop"]
 
-FINAL_PROMPT = (
-    "Now give your final answer as the JSON object described above, from what the tools showed you. "
-    "In the summary and findings, name the functions, classes and files that answer the task."
-)
-FINAL_PROMPT_FREE = "Now give your final answer, from what the tools showed you."
-FINAL_PROMPTS = {
-    "AnswerResult": (
-        'Now give your final answer as a JSON object, from what the tools showed you: "answer" says '
-        'what you found, "evidence" lists every place that shows it as path:line or path:start-end.'
-    )
-}
-"""A contract's own final prompt where ``FINAL_PROMPT``'s field names are not its fields."""
 GRACE_PROMPT = (
     "You have reached a limit ({why}). You cannot call tools any more. Give your final answer now, "
     "reporting everything you found so far; say in it whether you finished."
@@ -248,7 +236,7 @@ def _finish(run: Run, response: ModelResponse) -> NoReturn:
 def _final_prompt(run: Run, lead: str | None = None) -> str:
     """The prompt that asks for the final answer, as the policies shape it."""
     contract = run.spec.contract
-    lead = lead or (FINAL_PROMPTS.get(contract, FINAL_PROMPT) if contract else FINAL_PROMPT_FREE)
+    lead = lead or final_prompt(contract)
     prompt = lead
     for policy in run.policies:
         prompt = policy.final_prompt(run, lead, prompt)

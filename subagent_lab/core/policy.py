@@ -22,6 +22,15 @@ from subagent_lab.core.types import Span, Stop, ToolCall, ToolOutcome
 
 FINISH = "finish"
 """The action that ends the working phase: the final answer follows in a call of its own."""
+FINISH_SCHEMA = {
+    "type": "function",
+    "function": {
+        "name": FINISH,
+        "description": "Stop searching and write the final answer.",
+        "parameters": {"type": "object", "properties": {}},
+    },
+}
+"""``finish`` as a tool schema, offered beside the tools'."""
 HARNESS_CALL = "harness-"
 """The id prefix of a tool call the harness made (``RunView.call_tools``), not the model: its
 ``tool_started``/``tool_finished`` events carry such ids."""

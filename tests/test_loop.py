@@ -469,6 +469,21 @@ def test_no_review_of_an_attempt_that_did_not_complete(workspace: Path, tmp_path
     assert reviewer.seen == []
 
 
+def test_a_review_that_raises_ends_the_run_crashed_with_its_answer(workspace: Path, tmp_path: Path) -> None:
+    """A harness bug in the review is recorded, never raised: the run still ends, once, in the trace."""
+
+    def broken(attempt: LoopOutcome, tokens_left: int) -> Review:
+        raise RuntimeError("verification launcher broke")
+
+    outcome, events, _, _ = _direct(workspace, tmp_path, [final("in app/auth.py")], review=broken)
+    assert (outcome.terminal_reason, outcome.status) == ("crashed", "partial")
+    assert (
+        outcome.contract == {"answer": "in app/auth.py"} and "verification launcher broke" in outcome.detail
+    )
+    ended = [e for e in events if isinstance(e, RunEnded)]
+    assert len(ended) == 1 and ended[0].terminal_reason == "crashed"
+
+
 def test_feedback_without_budget_left_ends_the_run_with_the_answer(workspace: Path, tmp_path: Path) -> None:
     """A review that spends all that is left: no second attempt starts; the first answer stands."""
     reviewer = _SendBackOnce(spend=10**6)

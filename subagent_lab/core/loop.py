@@ -92,7 +92,7 @@ def run_loop(spec: LoopSpec, deps: LoopDeps, messages: list[Message]) -> LoopOut
         attempts.append(attempt := _attempt(limits, deps, messages, trace.step()))
         if deps.review is None or attempt.terminal_reason != "completed":
             break
-        review = deps.review(attempt, spec.total_token_budget - reviewed - _tokens(attempts))
+        review = _review(deps.review, attempts, spec.total_token_budget - reviewed - _tokens(attempts))
         reviewed += review.spent_tokens
         elapsed = time.monotonic() - started
         limits = None if review.feedback is None else spec.left_after(attempts, elapsed, reviewed)
@@ -103,6 +103,18 @@ def run_loop(spec: LoopSpec, deps: LoopDeps, messages: list[Message]) -> LoopOut
     if deps.emit_run_ended:
         trace.emit(RunEnded, **outcome.ended_fields())
     return outcome
+
+
+def _review(reviewer: Reviewer, attempts: list[LoopOutcome], tokens_left: int) -> Review:
+    """The reviewer's word on the last attempt. A reviewer that raises (a harness bug: recorded,
+    never raised) lets no further attempt start and ends the run ``crashed``, its answer kept."""
+    try:
+        return reviewer(attempts[-1], tokens_left)
+    except Exception as exc:
+        detail = "the answer's review failed: " + "".join(traceback.format_exception(exc))[-4000:]
+        update = {"terminal_reason": "crashed", "status": "partial", "detail": detail}
+        attempts[-1] = attempts[-1].model_copy(update=update)
+        return Review(feedback=None)
 
 
 def _tokens(attempts: list[LoopOutcome]) -> int:

@@ -31,7 +31,7 @@ _EXPORTS: dict[str, str] = {
     "child_credit": "subagent_lab.api.credit",
     "study_credit": "subagent_lab.api.credit",
     "study_credit_table": "subagent_lab.api.credit",
-    "sweep": "subagent_lab.api.runs",
+    "sweep": "subagent_lab.api.sweeps",
     "load_config": "subagent_lab.config.profiles",
     "import_agent": "subagent_lab.config.agent_files",
     "export_agent": "subagent_lab.config.agent_files",
@@ -159,7 +159,8 @@ if TYPE_CHECKING:  # what editors and mypy see; at run time __getattr__ loads ea
     from subagent_lab.api.replay import replay_parent
     from subagent_lab.api.report import write_report
     from subagent_lab.api.rerun import rerun
-    from subagent_lab.api.runs import explore, run, run_parent, sweep
+    from subagent_lab.api.runs import explore, run, run_parent
+    from subagent_lab.api.sweeps import sweep
     from subagent_lab.api.views import (
         bench_task,
         bench_workspace,

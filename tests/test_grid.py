@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import subagent_lab as sl
-import subagent_lab.api.runs  # loaded up front, so that the spy reaches their names for provenance
+import subagent_lab.api.sweeps  # loaded up front, so that the spy reaches their names for provenance
 import subagent_lab.experiments.delegation
 import subagent_lab.experiments.sweep
 from subagent_lab.bench.suite import load_suite

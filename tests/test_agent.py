@@ -339,6 +339,27 @@ def _with_verification(config: LabConfig, **fields: Any) -> LabConfig:
     return config.model_copy(update={"profiles": {**config.profiles, "verification": profile}})
 
 
+def test_a_verdict_without_reasons_still_sends_back_what_the_verifier_found(
+    config: LabConfig, workspace: Path, tmp_path: Path
+) -> None:
+    """Seen in a real trace: a FAIL whose reasons are empty, its findings and evidence pointing at the
+    code. The feedback carries them, so the retry has something to go on."""
+    silent = {"verdict": "FAIL", "reasons": [], "findings": ["login is in app/auth.py"],
+              "evidence": ["app/auth.py:4"]}  # fmt: skip
+    turns = [
+        final("There is no login function."),
+        final(silent),
+        final("login is defined in app/auth.py:4."),
+        _verdict("PASS", "app/auth.py:4 defines login"),
+    ]
+    agent, model = _agent(config, workspace, tmp_path, turns, verify=True)
+    result = agent.run("Where is login defined?")
+    assert [v.verdict for v in result.verifications] == ["FAIL", "PASS"] and result.attempts == 2
+    sent = model.requests[2].messages[-1].content
+    assert "(no reasons given)" in sent
+    assert "What it found:\n- login is in app/auth.py" in sent and "Its evidence: app/auth.py:4" in sent
+
+
 def test_a_verdict_from_a_grace_turn_is_unverified_and_does_not_pass(
     config: LabConfig, workspace: Path, tmp_path: Path
 ) -> None:

@@ -50,7 +50,7 @@ class Verifier:
         retries_left = self.max_retries - (len(self.checks) - 1)
         if self.passes(record) or record.verdict == "UNVERIFIED" or retries_left <= 0:
             return Review(feedback=None, spent_tokens=spent)
-        text = feedback(record, len(self.checks), self.max_retries)
+        text = feedback(record, child, len(self.checks), self.max_retries)
         return Review(feedback=text, spent_tokens=spent, purpose="verification")
 
     def passes(self, record: VerificationRecord) -> bool:
@@ -116,10 +116,28 @@ def verdict_record(child: SubagentResult, attempt: int) -> VerificationRecord:
     return record
 
 
-def feedback(record: VerificationRecord, retry: int, max_retries: int) -> str:
+FEEDBACK_FINDINGS = 5
+"""The most of a verdict's findings the feedback repeats."""
+FEEDBACK_EVIDENCE = 8
+"""The most of a verdict's evidence locations the feedback repeats."""
+
+
+def feedback(record: VerificationRecord, child: SubagentResult | None, retry: int, max_retries: int) -> str:
+    """What a rejected answer is sent back with: the verdict's reasons, and what the verification
+    child found and where (its findings and ``path:line`` evidence), which point at the code even
+    when the verdict gives no reason."""
+    contract = (child.contract if child is not None else None) or {}
+    findings = [str(f) for f in contract.get("findings") or []][:FEEDBACK_FINDINGS]
+    evidence = [str(e) for e in contract.get("evidence") or []][:FEEDBACK_EVIDENCE]
     reasons = "\n".join(f"- {r}" for r in record.reasons or ["(no reasons given)"])
+    found = "".join(f"\n- {f}" for f in findings)
+    text = f"verdict {record.verdict}). Reasons:\n{reasons}\n"
+    if found:
+        text += f"What it found:{found}\n"
+    if evidence:
+        text += f"Its evidence: {', '.join(evidence)}\n"
     return (
         "A verification sub-agent checked your final answer against the workspace and did not accept "
-        f"it (verdict {record.verdict}). Reasons:\n{reasons}\nFix what is wrong using your tools, then "
-        f"give your final answer again (verification retry {retry} of {max_retries})."
+        f"it ({text}Fix what is wrong using your tools, then give your final answer again "
+        f"(verification retry {retry} of {max_retries})."
     )

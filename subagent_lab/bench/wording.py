@@ -78,8 +78,9 @@ _HEDGE_RE = re.compile("|".join(HEDGE_PATTERNS), re.IGNORECASE)
 _LEGACY_ABSENCE_RE = re.compile("|".join(LEGACY_ABSENCE_PATTERNS), re.IGNORECASE)
 _WORD = re.compile(r"[A-Za-z0-9_]+(?:'[A-Za-z]+)?")
 
-PROMPT_MODULES = ("subagent_lab.core.loop", "subagent_lab.scaffold")
-"""Where the harness's prompt texts live: the loop, and every module of the scaffold's policies."""
+PROMPT_MODULES = ("subagent_lab.core.loop", "subagent_lab.core.contracts", "subagent_lab.scaffold")
+"""Where the harness's prompt texts live: the loop, the contracts' final prompts, and every module
+of the scaffold's policies."""
 _FIELD = re.compile(r"\{[^{}]*\}")
 
 

@@ -27,7 +27,7 @@ from subagent_lab.core.tool import ToolError
 @dataclass
 class Verifier:
     """The main agent's review hook (``LoopDeps.review``): each accepted answer goes to a
-    verification child; a FAIL or PARTIAL verdict sends it back with the reasons while retries are
+    verification child; a FAIL or PARTIAL verdict sends it back (``feedback``) while retries are
     left. UNVERIFIED names nothing the parent could fix, so it ends the run like a pass would
     (and the gate then decides whether the answer stands)."""
 
@@ -129,15 +129,17 @@ def feedback(record: VerificationRecord, child: SubagentResult | None, retry: in
     contract = (child.contract if child is not None else None) or {}
     findings = [str(f) for f in contract.get("findings") or []][:FEEDBACK_FINDINGS]
     evidence = [str(e) for e in contract.get("evidence") or []][:FEEDBACK_EVIDENCE]
-    reasons = "\n".join(f"- {r}" for r in record.reasons or ["(no reasons given)"])
-    found = "".join(f"\n- {f}" for f in findings)
-    text = f"verdict {record.verdict}). Reasons:\n{reasons}\n"
-    if found:
-        text += f"What it found:{found}\n"
-    if evidence:
-        text += f"Its evidence: {', '.join(evidence)}\n"
-    return (
+    lines = [
         "A verification sub-agent checked your final answer against the workspace and did not accept "
-        f"it ({text}Fix what is wrong using your tools, then give your final answer again "
+        f"it (verdict {record.verdict}). Reasons:",
+        *(f"- {r}" for r in record.reasons or ["(no reasons given)"]),
+    ]
+    if findings:
+        lines += ["What it found:", *(f"- {f}" for f in findings)]
+    if evidence:
+        lines.append(f"Its evidence: {', '.join(evidence)}")
+    lines.append(
+        "Fix what is wrong using your tools, then give your final answer again "
         f"(verification retry {retry} of {max_retries})."
     )
+    return "\n".join(lines)

@@ -94,9 +94,10 @@ def run_loop(spec: LoopSpec, deps: LoopDeps, messages: list[Message]) -> LoopOut
             break
         review = _review(deps.review, attempts, spec.total_token_budget - reviewed - _tokens(attempts))
         reviewed += review.spent_tokens
-        elapsed = time.monotonic() - started
-        limits = None if review.feedback is None else spec.left_after(attempts, elapsed, reviewed)
-        if limits is not None and review.feedback is not None:
+        if review.feedback is None:
+            break
+        limits = spec.left_after(attempts, time.monotonic() - started, reviewed)
+        if limits is not None:
             messages = [*attempt.messages, Message(role="user", content=review.feedback)]
             trace.emit(PromptAdded, purpose=review.purpose, content=review.feedback)
     outcome = LoopOutcome.of_attempts(attempts, time.monotonic() - started)

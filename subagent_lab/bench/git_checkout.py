@@ -57,9 +57,12 @@ def checkout_root(repo: str, rev: str, *, fetch: bool = False) -> Path:
     Raises ``FieldError`` (a ConfigError) on field ``git`` when the repository cannot be read and
     on ``rev`` when it holds no such commit; without ``fetch``, a missing checkout is one too.
     """
-    final, record = checkout_path(rev), record_path(rev)
-    if record.is_file() and final.is_dir():  # only written after a verified tree was in place
+    final = checkout_path(rev)
+    # One stat on the hot path: the record is written only after the verified tree is in place
+    # and removed before it (``remove_checkout``), so it stands for both.
+    if os.path.isfile(f"{final}{RECORD_SUFFIX}"):
         return final
+    record = record_path(rev)
     if not fetch:
         raise FieldError(
             "rev", f"commit {rev} of {repo} is not checked out (expected {final}); run "

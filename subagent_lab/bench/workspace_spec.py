@@ -236,7 +236,14 @@ def _pinned_root(package: str, search_path: tuple[str, ...]) -> Path:
 
 
 def _import_dir(name: str) -> Path:
-    """The directory of import package ``name``, found without running any of its code.
+    """The directory of import package ``name``, found without running any of its code (looked up
+    once per process and import path; a failed lookup is made again next time)."""
+    return _located(name, tuple(sys.path))
+
+
+@functools.lru_cache(maxsize=64)
+def _located(name: str, search_path: tuple[str, ...]) -> Path:
+    """``_import_dir(name)`` for the import path ``search_path``.
 
     ``importlib.util.find_spec("a.b")`` imports ``a`` (its ``__init__`` runs) to learn where
     ``a.b`` is; here only the top-level name goes to the finders (which import nothing for it) and

@@ -136,6 +136,18 @@ def test_a_plain_sdist_with_inner_links_unpacks_as_it_is(tmp_path: Path) -> None
     assert (tmp_path / "out/p-1/m.py").read_text() == "x = 1\n" and (tmp_path / "out/p-1/up/src").is_dir()
 
 
+def test_index_credentials_go_to_the_index_host_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pip took ``https://user:token@host/simple``; so does the downloader, without pip: the token
+    goes as Basic authorisation to that host, never in a URL, a message or another host's request."""
+    from subagent_lab.bench.sdist_index import _request, shown_index
+
+    monkeypatch.setenv("PIP_INDEX_URL", "https://me:s3cr3t@idx.example:8443/simple")
+    page = _request("https://me:s3cr3t@idx.example:8443/simple/p/", {})
+    assert page.full_url == "https://idx.example:8443/simple/p/" and "s3cr3t" not in shown_index()
+    assert page.headers["Authorization"] == "Basic bWU6czNjcjN0"  # me:s3cr3t
+    assert "Authorization" not in _request("https://files.example/p-1.tar.gz", {}).headers
+
+
 # ---------------------------------------------------------------------------- git
 
 

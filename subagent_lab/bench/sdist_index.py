@@ -9,6 +9,7 @@ digest is the pinned one and hashes what arrived before anything else reads it.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -43,6 +44,17 @@ class IndexFile:
 def index_url() -> str:
     """The index pip would use: ``PIP_INDEX_URL`` or PyPI's."""
     return (os.environ.get("PIP_INDEX_URL") or DEFAULT_INDEX).rstrip("/")
+
+
+def shown_index() -> str:
+    """``index_url()`` without any credentials in it, for messages and logs."""
+    return without_credentials(index_url())
+
+
+def without_credentials(url: str) -> str:
+    """``url`` less any ``user:password@`` part."""
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def project_url(dist: str, index: str) -> str:
@@ -120,8 +132,7 @@ def project_files(dist: str, index: str | None = None, timeout: float = 60.0) ->
     if not page.startswith(SCHEMES):
         raise ValueError(f"the index {page} is not an http(s) or file URL")
     url = page + "index.html" if page.startswith("file://") else page  # a directory on disk
-    request = urllib.request.Request(url, headers={"Accept": ACCEPT})
-    with urllib.request.urlopen(request, timeout=timeout) as response:  # schemes checked above
+    with urllib.request.urlopen(_request(url, {"Accept": ACCEPT}), timeout=timeout) as response:  # checked
         body = response.read(MAX_PAGE_BYTES + 1)
         kind = response.headers.get("Content-Type", "") or ""
     if len(body) > MAX_PAGE_BYTES:
@@ -138,7 +149,7 @@ def download(url: str, target: Path, timeout: float = 60.0) -> str:
     if not url.startswith(SCHEMES):
         raise ValueError(f"{url} is not an http(s) or file URL")
     digest, size = hashlib.sha256(), 0
-    with urllib.request.urlopen(url, timeout=timeout) as response, target.open("xb") as out:  # checked
+    with urllib.request.urlopen(_request(url, {}), timeout=timeout) as response, target.open("xb") as out:
         for chunk in iter(lambda: response.read(1 << 20), b""):
             size += len(chunk)
             if size > MAX_SDIST_BYTES:
@@ -146,6 +157,18 @@ def download(url: str, target: Path, timeout: float = 60.0) -> str:
             digest.update(chunk)
             out.write(chunk)
     return digest.hexdigest()
+
+
+def _request(url: str, headers: dict[str, str]) -> urllib.request.Request:
+    """A request for ``url``; credentials in the index's URL (``https://user:token@host/simple``,
+    as pip takes them) go as Basic authorisation to that host only, never in the URL."""
+    index = urllib.parse.urlsplit(index_url())
+    parts = urllib.parse.urlsplit(without_credentials(url))  # a link's own are dropped
+    same_host = (parts.scheme, parts.netloc) == (index.scheme, index.netloc.rpartition("@")[2])
+    if index.username is not None and same_host:
+        user = urllib.parse.unquote(index.username) + ":" + urllib.parse.unquote(index.password or "")
+        headers = {**headers, "Authorization": "Basic " + base64.b64encode(user.encode()).decode("ascii")}
+    return urllib.request.Request(urllib.parse.urlunsplit(parts), headers=headers)
 
 
 def _plain_name(name: str) -> bool:

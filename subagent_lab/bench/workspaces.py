@@ -30,7 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from subagent_lab.bench.safe_tar import unpack
-from subagent_lab.bench.sdist_index import download, index_url, is_sdist_of, project_files
+from subagent_lab.bench.sdist_index import (
+    download,
+    is_sdist_of,
+    project_files,
+    shown_index,
+    without_credentials,
+)
 from subagent_lab.core.types import ConfigError
 from subagent_lab.local_models.weights import cache_root
 
@@ -249,7 +255,7 @@ def _archive(sdist: Sdist, downloads: Path, log: Callable[[str], None]) -> Path:
         listed = project_files(sdist.dist)
     except (OSError, ValueError) as exc:
         raise FieldError(
-            "sdist", f"could not read the index {index_url()} for {sdist.requirement}: {exc}; {offline}"
+            "sdist", f"could not read the index {shown_index()} for {sdist.requirement}: {exc}; {offline}"
         ) from exc
     pinned = [f for f in listed if f.sha256 == sdist.sha256 and f.name.endswith(".tar.gz")]
     ours = [f for f in listed if is_sdist_of(f.name, sdist.dist, sdist.version)]
@@ -260,20 +266,22 @@ def _archive(sdist: Sdist, downloads: Path, log: Callable[[str], None]) -> Path:
                 "sha256", f"the index's sdist {ours[0].name} of {sdist.requirement} has SHA-256 "
                 f"{ours[0].sha256}, which differs from the pinned {sdist.sha256}"
             )  # fmt: skip
-        raise FieldError("sdist", f"the index {index_url()} has no sdist of {sdist.requirement}; {offline}")
+        raise FieldError("sdist", f"the index {shown_index()} has no sdist of {sdist.requirement}; {offline}")
     chosen = (pinned or unstated)[0]
     with tempfile.TemporaryDirectory(dir=downloads, prefix=".index-") as tmp:
         fetched = Path(tmp) / chosen.name
         try:
             got = download(chosen.url, fetched)
         except (OSError, ValueError) as exc:
-            raise FieldError("sdist", f"could not download {chosen.url}: {exc}; {offline}") from exc
+            raise FieldError(
+                "sdist", f"could not download {without_credentials(chosen.url)}: {exc}; {offline}"
+            ) from exc
         if got != sdist.sha256:  # checked before the archive is opened
             raise FieldError(
                 "sha256",
                 f"{chosen.name}: SHA-256 {got} differs from the pinned {sdist.sha256} of {sdist.requirement}",
             )  # fmt: skip
-        log(f"[workspaces] downloaded {sdist.requirement} (sdist) from {index_url()}")
+        log(f"[workspaces] downloaded {sdist.requirement} (sdist) from {shown_index()}")
         target = downloads / chosen.name
         os.replace(fetched, target)
     return target

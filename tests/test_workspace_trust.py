@@ -130,10 +130,18 @@ def test_an_sdist_that_would_place_anything_outside_its_tree_is_refused(
 def test_a_plain_sdist_with_inner_links_unpacks_as_it_is(tmp_path: Path) -> None:
     archive = tmp_path / "a.tar.gz"
     archive.write_bytes(
-        _tar([_file("p-1/src/m.py", "x = 1\n"), _link("p-1/m.py", "src/m.py"), _link("p-1/up", "src/..")])
+        _tar(
+            [
+                _file("p-1/src/m.py", "x = 1\n"),
+                _link("p-1/m.py", "src/m.py"),
+                _link("p-1/up", "src/.."),
+                _link("p-1/same.py", "p-1/src/m.py", tarfile.LNKTYPE),
+            ]
+        )
     )
     safe_tar.unpack(archive, tmp_path / "out")
     assert (tmp_path / "out/p-1/m.py").read_text() == "x = 1\n" and (tmp_path / "out/p-1/up/src").is_dir()
+    assert (tmp_path / "out/p-1/same.py").read_text() == "x = 1\n"
 
 
 def test_index_credentials_go_to_the_index_host_only(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -114,10 +114,13 @@ def git_env() -> dict[str, str]:
 def _empty_repo(path: Path, *, sha256: bool) -> Path:
     """A new bare repository with no hooks (an empty template): git's own, not the task's."""
     fmt = ["--object-format=sha256"] if sha256 else []
-    proc = subprocess.run(
-        ["git", "init", "--bare", "--quiet", "--template=", *fmt, str(path)],
-        capture_output=True, text=True, check=False, env=git_env(),
-    )  # fmt: skip
+    try:
+        proc = subprocess.run(
+            ["git", "init", "--bare", "--quiet", "--template=", *fmt, str(path)],
+            capture_output=True, text=True, check=False, env=git_env(),
+        )  # fmt: skip
+    except OSError as exc:  # no git at all
+        raise FieldError("git", f"cannot run git: {exc}") from exc
     if proc.returncode != 0:
         raise FieldError("git", f"git init failed: {proc.stderr.strip()[-300:]}")
     return path

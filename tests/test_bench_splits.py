@@ -285,20 +285,36 @@ def _sdist_bytes(top: str, files: dict[str, str]) -> bytes:
     return buf.getvalue()
 
 
+def _serve(index: Path, files: dict[str, bytes], digest: bool = True) -> None:
+    """A local PEP 503 index page of project ``demo`` listing ``files`` (with their SHA-256)."""
+    (index / "files").mkdir(parents=True, exist_ok=True)
+    links = []
+    for name, data in files.items():
+        (index / "files" / name).write_bytes(data)
+        fragment = f"#sha256={hashlib.sha256(data).hexdigest()}" if digest else ""
+        links.append(f'<a href="../files/{name}{fragment}">{name}</a>')
+    (index / "demo").mkdir(exist_ok=True)
+    (index / "demo" / "index.html").write_text("\n".join(links), encoding="utf-8")
+
+
 @pytest.fixture
 def fake_pin(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[bytes, Path]:
-    """A pinned fake sdist ``demo==1.0`` and an empty cache; pip must not be called unless a test says."""
+    """A pinned fake sdist ``demo==1.0``, an empty cache and an empty local index (no network);
+    no subprocess (pip least of all) may run."""
     data = _sdist_bytes(
         "demo-1.0", {"src/demo/__init__.py": "X = 1\n", "tests/test_x.py": "", "docs/i.md": ""}
     )
     sdist = Sdist("demo", "1.0", hashlib.sha256(data).hexdigest(), "src/demo")
     monkeypatch.setitem(SDISTS, "demo", sdist)
     monkeypatch.setenv("SUBAGENT_LAB_CACHE", str(tmp_path / "cache"))
+    _serve(tmp_path / "index", {})
+    monkeypatch.setenv("PIP_INDEX_URL", (tmp_path / "index").as_uri())
 
-    def no_pip(*args: object, **kwargs: object) -> None:
-        raise AssertionError("pip was called")
+    def no_subprocess(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a subprocess was started")
 
-    monkeypatch.setattr(workspaces.subprocess, "run", no_pip)
+    monkeypatch.setattr(subprocess, "run", no_subprocess)
+    monkeypatch.setattr(subprocess, "Popen", no_subprocess)
     return data, tmp_path / "cache" / "workspaces"
 
 
@@ -316,54 +332,41 @@ def test_fetch_unpacks_a_verified_local_sdist_once(fake_pin: tuple[bytes, Path])
     assert sorted(p.name for p in root.iterdir()) == ["docs", "src", "tests"]  # the sdist's files only
 
 
-def test_fetch_downloads_with_pip_and_checks_the_hash(
-    fake_pin: tuple[bytes, Path], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("digest", [True, False], ids=["digest-on-page", "no-digest-on-page"])
+def test_fetch_downloads_from_the_index_and_checks_the_hash(
+    fake_pin: tuple[bytes, Path], tmp_path: Path, digest: bool
 ) -> None:
-    data, _ = fake_pin
-    calls: list[list[str]] = []
-
-    def pip(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
-        calls.append(cmd)
-        Path(cmd[cmd.index("-d") + 1], "demo-1.0.tar.gz").write_bytes(data)
-        return subprocess.CompletedProcess(cmd, 0, "", "")
-
-    monkeypatch.setattr(workspaces.subprocess, "run", pip)
+    data, base = fake_pin
+    other = _sdist_bytes("demo-1.0", {"evil.py": ""})
+    _serve(tmp_path / "index", {"demo-0.9.tar.gz": other, "demo-1.0.tar.gz": data}, digest=digest)
     workspaces.fetch(["demo"], log=lambda _: None)
-    assert calls and calls[0][-1] == "demo==1.0" and "--no-binary" in calls[0] and "--no-deps" in calls[0]
-    assert workspaces.is_fetched("demo")
+    assert workspaces.is_fetched("demo") and (base / "downloads" / "demo-1.0.tar.gz").read_bytes() == data
 
 
+@pytest.mark.parametrize("digest", [True, False], ids=["digest-on-page", "no-digest-on-page"])
 def test_fetch_refuses_a_file_whose_hash_differs(
-    fake_pin: tuple[bytes, Path], monkeypatch: pytest.MonkeyPatch
+    fake_pin: tuple[bytes, Path], tmp_path: Path, digest: bool
 ) -> None:
     _, base = fake_pin
-
-    def pip(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
-        Path(cmd[cmd.index("-d") + 1], "demo-1.0.tar.gz").write_bytes(
-            _sdist_bytes("demo-1.0", {"evil.py": ""})
-        )
-        return subprocess.CompletedProcess(cmd, 0, "", "")
-
-    monkeypatch.setattr(workspaces.subprocess, "run", pip)
+    _serve(tmp_path / "index", {"demo-1.0.tar.gz": _sdist_bytes("demo-1.0", {"evil.py": ""})}, digest=digest)
     with pytest.raises(ConfigError, match="differs from the pinned"):
         workspaces.fetch(["demo"], log=lambda _: None)
-    assert not (base / "demo-1.0").exists()
+    assert not (base / "demo-1.0").exists() and not list((base / "downloads").iterdir())
 
 
 def test_fetch_offline_names_what_is_missing(
-    fake_pin: tuple[bytes, Path], monkeypatch: pytest.MonkeyPatch
+    fake_pin: tuple[bytes, Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     _, base = fake_pin
-
-    def offline(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
-        return subprocess.CompletedProcess(cmd, 1, "", "ERROR: No matching distribution found for demo==1.0")
-
-    monkeypatch.setattr(workspaces.subprocess, "run", offline)
+    monkeypatch.setenv("PIP_INDEX_URL", (tmp_path / "nowhere").as_uri())
     with pytest.raises(
-        ConfigError, match=r"demo==1\.0.*No matching distribution.*demo-1\.0\.tar\.gz"
+        ConfigError, match=r"could not read the index .*demo==1\.0.*demo-1\.0\.tar\.gz"
     ) as info:
         workspaces.fetch(["demo"], log=lambda _: None)
     assert str(base / "downloads") in str(info.value)
+    monkeypatch.setenv("PIP_INDEX_URL", (tmp_path / "index").as_uri())  # reachable, but no such file
+    with pytest.raises(ConfigError, match=r"has no sdist of demo==1\.0"):
+        workspaces.fetch(["demo"], log=lambda _: None)
 
 
 def test_fetch_rejects_unknown_packages_before_downloading(fake_pin: tuple[bytes, Path]) -> None:

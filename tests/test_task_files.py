@@ -14,7 +14,6 @@ import pandas as pd
 import pytest
 
 from subagent_lab.analysis.summary import headline, summarize
-from subagent_lab.bench import workspaces
 from subagent_lab.bench.suite import load_suite, task_file_schema, validate_tasks
 from subagent_lab.bench.workspace_spec import DirWorkspace, GitWorkspace, InstalledWorkspace
 from subagent_lab.cli.main import main
@@ -182,12 +181,10 @@ def test_an_sdist_whose_sha256_differs_is_refused_naming_the_field(
         info = tarfile.TarInfo("demo-1.0/demo/__init__.py")
         tar.addfile(info, io.BytesIO(b""))
     data = buf.getvalue()
-
-    def pip(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
-        Path(cmd[cmd.index("-d") + 1], "demo-1.0.tar.gz").write_bytes(data)
-        return subprocess.CompletedProcess(cmd, 0, "", "")
-
-    monkeypatch.setattr(workspaces.subprocess, "run", pip)
+    page = _write(tmp_path / "index" / "demo" / "index.html", '<a href="../files/demo-1.0.tar.gz">x</a>\n')
+    (tmp_path / "index" / "files").mkdir()
+    (tmp_path / "index" / "files" / "demo-1.0.tar.gz").write_bytes(data)
+    monkeypatch.setenv("PIP_INDEX_URL", page.parents[1].as_uri())  # a PEP 503 page stating no digest
     good = hashlib.sha256(data).hexdigest()
     for sha, ok in (("f" * 64, False), (good, True)):
         path = _write(

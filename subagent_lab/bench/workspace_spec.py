@@ -3,8 +3,8 @@
 - ``{dir: path}``: a local directory, as it is (relative to the task file);
 - ``{git: repo, rev: <sha>}``: a clean, read-only checkout of that commit in the cache
   (``bench.git_checkout``); ``repo`` a local path (relative to the task file) or a URL;
-- ``{sdist: name==version, sha256: <hex>}``: a PyPI sdist, fetched with pip, its SHA-256 checked,
-  unpacked in the cache (``bench.workspaces``);
+- ``{sdist: name==version, sha256: <hex>}``: a PyPI sdist, downloaded from the index by its
+  SHA-256, checked, unpacked as plain data in the cache; nothing of it runs (``bench.workspaces``);
 - ``{installed: name}``: the directory of an installed import package (importlib), its
   distribution's version checked when ``version`` is given.
 
@@ -16,6 +16,7 @@ checkout or tree is made first. Errors about one field are ``FieldError`` naming
 from __future__ import annotations
 
 import functools
+import importlib.machinery
 import importlib.metadata
 import importlib.util
 import sys
@@ -235,8 +236,27 @@ def _pinned_root(package: str, search_path: tuple[str, ...]) -> Path:
 
 
 def _import_dir(name: str) -> Path:
+    """The directory of import package ``name``, found without running any of its code (looked up
+    once per process and import path; a failed lookup is made again next time)."""
+    return _located(name, tuple(sys.path))
+
+
+@functools.lru_cache(maxsize=64)
+def _located(name: str, search_path: tuple[str, ...]) -> Path:
+    """``_import_dir(name)`` for the import path ``search_path``.
+
+    ``importlib.util.find_spec("a.b")`` imports ``a`` (its ``__init__`` runs) to learn where
+    ``a.b`` is; here only the top-level name goes to the finders (which import nothing for it) and
+    each further part is looked up in its parent's directories by ``PathFinder``.
+    """
+    top, *rest = name.split(".")
     try:
-        spec = importlib.util.find_spec(name)
+        spec = importlib.util.find_spec(top)
+        for i in range(len(rest)):
+            if spec is None or not spec.submodule_search_locations:
+                break
+            locations = list(spec.submodule_search_locations)
+            spec = importlib.machinery.PathFinder.find_spec(".".join([top, *rest[: i + 1]]), locations)
     except (ImportError, ValueError) as exc:
         raise FieldError("installed", f"cannot locate the installed package {name!r}: {exc}") from exc
     if spec is None or not spec.submodule_search_locations:

@@ -6,9 +6,10 @@ unpacked source distribution of each pinned package, under
 ``${SUBAGENT_LAB_CACHE:-~/.cache/subagent_lab}/workspaces/<name>-<version>/``.
 
 ``python -m subagent_lab.bench.workspaces fetch`` (run by ``scripts/setup.sh``) downloads each
-sdist from the index by its pinned digest (``sdist_index``; pip where the index has no JSON
-API), checks its SHA-256 against the pin below, and unpacks it with an atomic rename, so
-a tree is either complete or absent. A second run does nothing. Offline, put the ``.tar.gz`` files
+sdist from the index by its pinned digest (``sdist_index``: the index's JSON or HTML project page,
+never pip), checks its SHA-256 against the pin below before reading it, and unpacks it as plain
+data (``safe_tar``) with an atomic rename, so a tree is either complete or absent. Nothing in an
+sdist runs: no build backend, no ``setup.py``. A second run does nothing. Offline, put the ``.tar.gz`` files
 in ``<cache>/workspaces/downloads/`` first; they are used when their hash matches.
 
 A task file's ``{sdist: name==version, sha256: ...}`` workspace goes through the same machinery
@@ -21,7 +22,6 @@ import argparse
 import hashlib
 import os
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -29,7 +29,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from subagent_lab.bench.sdist_index import download_pinned, index_url
+from subagent_lab.bench.safe_tar import unpack
+from subagent_lab.bench.sdist_index import (
+    download,
+    is_sdist_of,
+    project_files,
+    shown_index,
+    without_credentials,
+)
 from subagent_lab.core.types import ConfigError
 from subagent_lab.local_models.weights import cache_root
 
@@ -213,9 +220,8 @@ def _fetch_one(sdist: Sdist, log: Callable[[str], None]) -> Path:
     with tempfile.TemporaryDirectory(dir=base, prefix=f".unpack-{sdist.tree_name}-") as tmp:
         unpacked = Path(tmp) / "x"
         try:
-            with tarfile.open(archive, "r:gz") as tar:
-                tar.extractall(unpacked, filter="data")  # "data": nothing lands outside, no devices
-        except (tarfile.TarError, OSError) as exc:
+            unpack(archive, unpacked)  # plain data only: nothing lands outside, no links out, no devices
+        except (tarfile.TarError, OSError, ValueError) as exc:
             raise ConfigError(f"{archive}: cannot unpack the sdist: {exc}") from exc
         tops = list(unpacked.iterdir())
         if len(tops) != 1 or not tops[0].is_dir():
@@ -235,42 +241,49 @@ def _fetch_one(sdist: Sdist, log: Callable[[str], None]) -> Path:
 
 
 def _archive(sdist: Sdist, downloads: Path, log: Callable[[str], None]) -> Path:
-    """The verified ``.tar.gz`` of ``sdist``: one already in ``downloads`` or one pip downloads there."""
+    """The verified ``.tar.gz`` of ``sdist``: one already in ``downloads`` or one downloaded there
+    from the index. Its SHA-256 is checked before anything reads it; nothing in it is run."""
     downloads.mkdir(parents=True, exist_ok=True)
     for candidate in _candidates(sdist, downloads):
         if sha256_of(candidate) == sdist.sha256:
             return candidate
-    with tempfile.TemporaryDirectory(dir=downloads, prefix=".index-") as tmp:
-        fetched = download_pinned(sdist.dist, sdist.sha256, Path(tmp))
-        if fetched is not None and sha256_of(fetched) == sdist.sha256:
-            log(f"[workspaces] downloaded {sdist.requirement} (sdist) from {index_url()}")
-            target = downloads / fetched.name
-            os.replace(fetched, target)
-            return target
-    log(f"[workspaces] downloading {sdist.requirement} (sdist) with pip")
-    with tempfile.TemporaryDirectory(dir=downloads, prefix=".pip-") as tmp:
-        # --no-binary for this one distribution only: its build backend may still come as a wheel.
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", sdist.dist, "-q"]
-        cmd += ["-d", tmp, sdist.requirement]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        files = sorted(Path(tmp).glob("*.tar.gz"))
-        if proc.returncode != 0 or len(files) != 1:
-            detail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+    offline = (
+        f"on an offline machine copy {sdist.tree_name}.tar.gz (sha256 {sdist.sha256}) into {downloads} "
+        f"and run `{FETCH_COMMAND}` again"
+    )
+    try:
+        listed = project_files(sdist.dist)
+    except (OSError, ValueError) as exc:
+        raise FieldError(
+            "sdist", f"could not read the index {shown_index()} for {sdist.requirement}: {exc}; {offline}"
+        ) from exc
+    pinned = [f for f in listed if f.sha256 == sdist.sha256 and f.name.endswith(".tar.gz")]
+    ours = [f for f in listed if is_sdist_of(f.name, sdist.dist, sdist.version)]
+    unstated = [f for f in ours if f.sha256 is None]  # an index that states no digest: hashed on arrival
+    if not pinned and not unstated:
+        if ours:
             raise FieldError(
-                "sdist",
-                f"could not download the sdist of {sdist.requirement} from PyPI (pip exit {proc.returncode}: "
-                f"{' | '.join(detail)}); on an offline machine copy {sdist.tree_name}.tar.gz "
-                f"(sha256 {sdist.sha256}) into {downloads} and run `{FETCH_COMMAND}` again",
-            )
-        got = sha256_of(files[0])
-        if got != sdist.sha256:
+                "sha256", f"the index's sdist {ours[0].name} of {sdist.requirement} has SHA-256 "
+                f"{ours[0].sha256}, which differs from the pinned {sdist.sha256}"
+            )  # fmt: skip
+        raise FieldError("sdist", f"the index {shown_index()} has no sdist of {sdist.requirement}; {offline}")
+    chosen = (pinned or unstated)[0]
+    with tempfile.TemporaryDirectory(dir=downloads, prefix=".index-") as tmp:
+        fetched = Path(tmp) / chosen.name
+        try:
+            got = download(chosen.url, fetched)
+        except (OSError, ValueError) as exc:
+            raise FieldError(
+                "sdist", f"could not download {without_credentials(chosen.url)}: {exc}; {offline}"
+            ) from exc
+        if got != sdist.sha256:  # checked before the archive is opened
             raise FieldError(
                 "sha256",
-                f"{files[0].name}: SHA-256 {got} differs from the pinned {sdist.sha256} "
-                f"of {sdist.requirement}",
-            )
-        target = downloads / files[0].name
-        os.replace(files[0], target)
+                f"{chosen.name}: SHA-256 {got} differs from the pinned {sdist.sha256} of {sdist.requirement}",
+            )  # fmt: skip
+        log(f"[workspaces] downloaded {sdist.requirement} (sdist) from {shown_index()}")
+        target = downloads / chosen.name
+        os.replace(fetched, target)
     return target
 
 

@@ -129,7 +129,8 @@ def mine_to_file(
     kept = len(tasks)
     if sample is not None and sample < kept:
         tasks = random.Random(seed).sample(sorted(tasks, key=lambda t: t["id"]), sample)
-    mining.write_tasks(out, tasks, suite=out.stem, split=split)
+    suite = re.sub(r"[^a-z0-9._-]+", "-", out.stem.lower()).strip("-._") or "mined"
+    mining.write_tasks(out, tasks, suite=suite, split=split)
     warnings = count_warnings((t, None) for t in tasks)
     return MinedFile(out, len(tasks), result.commits, result.removed, dropped, kept, warnings)
 

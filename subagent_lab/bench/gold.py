@@ -71,15 +71,62 @@ class GoldUnit:
         return GoldUnit(path, unit, self.count, span, _anchor_at(text_lines, span[0]))
 
 
+Node = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+
+
+@dataclass(frozen=True)
+class Side:
+    """One version of a file, parsed once: its lines and its units with their nodes."""
+
+    lines: list[str]
+    units: list[tuple[Unit, Node]]
+    tree: ast.Module
+
+    @property
+    def text(self) -> str:
+        """The file's text (its lines joined)."""
+        return "\n".join(self.lines)
+
+
+def parse_side(text: str | None) -> Side | None:
+    """``text`` parsed (None: the file does not exist on that side, an empty side); None when it
+    does not parse. A nesting too deep for the parser raises ``RecursionError``/``MemoryError``."""
+    if text is None:
+        return Side([], [], ast.Module(body=[], type_ignores=[]))
+    tree = parse_tree(text)
+    return None if tree is None else Side(text.splitlines(), unit_nodes(tree), tree)
+
+
 @dataclass(frozen=True)
 class FileChange:
-    """One changed source file: its path at the parent and at the commit, and both texts (None
-    where the file does not exist on that side)."""
+    """One changed source file: its path at the parent and at the commit, and both sides (None
+    where that side does not parse)."""
 
     old: str
     new: str
-    before: str | None
-    after: str | None
+    before: Side | None
+    after: Side | None
+
+
+def same_code(before: Side, after: Side, *, docstrings: bool = True) -> bool:
+    """Whether two versions of a file hold the same code (``docstrings=False``: once docstrings are
+    removed): the same module-level statements and the same units, each with the same own code.
+    Units whose text is unchanged are not compared further (most of them, in a commit)."""
+    if _dump(before.tree, top=True, keep_doc=docstrings) != _dump(after.tree, top=True, keep_doc=docstrings):
+        return False
+    after_by_key = {(u.qualname, u.ordinal): (u, n) for u, n in after.units}
+    if {(u.qualname, u.ordinal) for u, _ in before.units} != set(after_by_key):
+        return False
+    for unit, node in before.units:
+        other, other_node = after_by_key[(unit.qualname, unit.ordinal)]
+        if before.lines[unit.start - 1 : unit.end] == after.lines[other.start - 1 : other.end]:
+            continue
+        classy = isinstance(node, ast.ClassDef)
+        if _dump(node, top=True, drop_defs=classy, keep_doc=docstrings) != _dump(
+            other_node, top=True, drop_defs=classy, keep_doc=docstrings
+        ):
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -96,19 +143,17 @@ def commit_gold(changes: list[FileChange]) -> CommitGold:
 
     Reasons: ``unparsable`` (a file does not parse at the parent or at the commit),
     ``module-level``, ``added-only``, ``too-many-units`` (more than ``MAX_UNITS`` gold spans).
-    ``RecursionError``/``MemoryError`` from a nesting too deep for the parser propagate.
+    ``RecursionError`` from a nesting too deep for the AST walk propagates.
     """
     found: list[GoldUnit] = []
     added: list[str] = []
     for change in changes:
-        before = _units(change.before)
-        after = _units(change.after)
-        if before is None or after is None:
+        if change.before is None or change.after is None:
             return CommitGold("unparsable")
+        before, after = change.before.units, change.after.units
         after_by_key = {(u.qualname, u.ordinal): (u, n) for u, n in after}
         before_keys = {(u.qualname, u.ordinal) for u, _ in before}
-        lines = (change.before or "").splitlines()
-        after_lines = (change.after or "").splitlines()
+        lines, after_lines = change.before.lines, change.after.lines
         removed: list[Unit] = []
         for unit, node in before:
             if any(r.start <= unit.start and unit.end <= r.end for r in removed):
@@ -136,16 +181,6 @@ def commit_gold(changes: list[FileChange]) -> CommitGold:
         return CommitGold("too-many-units", added=tuple(added))
     units = tuple(sorted(found, key=lambda g: (g.path, g.lines[0], -g.lines[1])))
     return CommitGold(None, units, tuple(sorted(set(added))))
-
-
-Node = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
-
-
-def _units(source: str | None) -> list[tuple[Unit, Node]] | None:
-    if source is None:
-        return []
-    tree = parse_tree(source)
-    return None if tree is None else unit_nodes(tree)
 
 
 def own_code(node: Node) -> str:
@@ -196,13 +231,15 @@ def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
     return body[1:] if isinstance(first, ast.Constant) and isinstance(first.value, str) else body
 
 
-def _dump(value: object, *, top: bool = False, drop_defs: bool = True) -> str:
+def _dump(value: object, *, top: bool = False, drop_defs: bool = True, keep_doc: bool = False) -> str:
+    """``ast.dump`` without positions, of the node's own code: nested defs dropped (``drop_defs``)
+    or as their names; its docstring dropped unless ``keep_doc``."""
     if isinstance(value, ast.AST):
         if not top and isinstance(value, _DEFS):
             return f"<{type(value).__name__} {value.name}>"
         fields = []
         for name, field in ast.iter_fields(value):
-            if top and name == "body" and isinstance(field, list):
+            if top and name == "body" and isinstance(field, list) and not keep_doc:
                 field = _without_docstring(field)
             fields.append(f"{name}={_dump(field, drop_defs=drop_defs)}")
         return f"{type(value).__name__}({', '.join(fields)})"

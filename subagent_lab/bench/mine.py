@@ -26,7 +26,6 @@ from them: a token in a message never reaches a prompt.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import re
 import subprocess
@@ -38,7 +37,15 @@ from typing import Any
 import yaml
 
 from subagent_lab.bench.commit_text import PROMPT_TEMPLATE, code_names, reads_as_request, request_text
-from subagent_lab.bench.gold import MAX_UNITS, CommitGold, FileChange, GoldUnit, commit_gold
+from subagent_lab.bench.gold import (
+    MAX_UNITS,
+    CommitGold,
+    FileChange,
+    GoldUnit,
+    commit_gold,
+    parse_side,
+    same_code,
+)
 from subagent_lab.bench.units import Unit, find_unit, module_name, names_symbol, parse_units
 from subagent_lab.core.redact import Redactor
 from subagent_lab.core.types import ConfigError
@@ -274,27 +281,30 @@ def _task(repo: Path, commit: Commit) -> tuple[str | None, MinedTask | None]:
         return "too-many-files", None
     if all(s == "R100" for s, _, _ in changes):
         return "rename-only", None
-    edited = [(old, new) for s, old, new in changes if s[0] in "MR"]
-    if len(edited) == len(changes):
-        if all(_same_code(repo, parent, old, commit.sha, new, docstrings=True) for old, new in edited):
-            return "formatting-only", None
-        if all(_same_code(repo, parent, old, commit.sha, new, docstrings=False) for old, new in edited):
-            return "docstring-only", None
     files = [
         FileChange(
             old,
             new,
-            None if status[0] == "A" else git(repo, "show", f"{parent}:{old}"),
-            None if status[0] == "D" else git(repo, "show", f"{commit.sha}:{new}"),
+            parse_side(None if status[0] == "A" else git(repo, "show", f"{parent}:{old}")),
+            parse_side(None if status[0] == "D" else git(repo, "show", f"{commit.sha}:{new}")),
         )
         for status, old, new in changes
     ]
+    edited = [
+        (f.before, f.after) for (status, _, _), f in zip(changes, files, strict=True) if status[0] in "MR"
+    ]
+    pairs = [(b, a) for b, a in edited if b is not None and a is not None]
+    if len(pairs) == len(changes):  # every file edited and parsed on both sides
+        if all(same_code(b, a, docstrings=True) for b, a in pairs):
+            return "formatting-only", None
+        if all(same_code(b, a, docstrings=False) for b, a in pairs):
+            return "docstring-only", None
     gold: CommitGold = commit_gold(files)
     if gold.reason is not None:
         return gold.reason, None
     request = request_text(commit.message)
-    before = "\n".join(f.before or "" for f in files)
-    after = "\n".join(f.after or "" for f in files)
+    before = "\n".join(f.before.text for f in files if f.before is not None)
+    after = "\n".join(f.after.text for f in files if f.after is not None)
     introduced, absent = [], []
     for word in code_names(request):
         if _has_word(after, word) and not _has_word(before, word):
@@ -320,28 +330,6 @@ def _tree_has_word(repo: Path, rev: str, word: str) -> bool:
     if proc.returncode not in (0, 1):
         raise ConfigError(f"{repo}: git grep failed: {proc.stderr.decode(errors='replace').strip()[:300]}")
     return proc.returncode == 0
-
-
-def _same_code(repo: Path, parent: str, old: str, sha: str, new: str, *, docstrings: bool) -> bool:
-    """Whether both versions have the same AST (``docstrings=False``: once docstrings are removed)."""
-    try:
-        before = ast.parse(git(repo, "show", f"{parent}:{old}"))
-        after = ast.parse(git(repo, "show", f"{sha}:{new}"))
-    except (SyntaxError, ValueError):
-        return False
-    if not docstrings:
-        before, after = _without_docstrings(before), _without_docstrings(after)
-    return ast.dump(before) == ast.dump(after)
-
-
-def _without_docstrings(tree: ast.Module) -> ast.Module:
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            first = body[0].value if body and isinstance(body[0], ast.Expr) else None
-            if isinstance(first, ast.Constant) and isinstance(first.value, str):
-                node.body = body[1:] or [ast.Pass()]
-    return tree
 
 
 def remap(task: MinedTask, tree: Path) -> MinedTask | None:

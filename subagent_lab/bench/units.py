@@ -1,7 +1,7 @@
 """Code units of a Python file: its functions and classes, with qualified names and line spans.
 
-The miner names what a commit changed by the innermost definition around each changed line, and
-finds the same definition again, by qualified name, in another tree (a release's sdist).
+The miner names what a commit changed by the definitions whose own code changed (``bench.gold``),
+and finds the same definition again, by qualified name, in another tree (a release's sdist).
 """
 
 from __future__ import annotations
@@ -87,19 +87,6 @@ def parse_units(source: str) -> list[Unit] | None:
         return None if tree is None else [unit for unit, _ in unit_nodes(tree)]
     except (RecursionError, MemoryError):
         return None
-
-
-def innermost(units: list[Unit], line: int) -> Unit | None:
-    """The innermost unit containing ``line`` (nested units start later), or None at module level."""
-    around = [u for u in units if u.contains(line)]
-    return max(around, key=lambda u: (u.start, -u.end)) if around else None
-
-
-def enclosing_insertion(units: list[Unit], after: int) -> Unit | None:
-    """The innermost unit that holds lines inserted after line ``after``: one containing both
-    ``after`` and ``after + 1``. Lines added after a def's last line (a new def beside it) have none."""
-    around = [u for u in units if u.contains(after) and u.contains(after + 1)]
-    return max(around, key=lambda u: (u.start, -u.end)) if around else None
 
 
 def find_unit(units: list[Unit], qualname: str, ordinal: int, count: int) -> Unit | None:

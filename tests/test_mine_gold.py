@@ -168,6 +168,8 @@ def test_an_sdist_with_other_code_than_the_parent_is_not_the_workspace(tmp_path:
     repo = _repo(tmp_path)
     repo.commit("Fix shrink for negative steps", repo.edit("self.w -= n", "self.w -= abs(n)"))
     repo.commit("Fix grow for negative steps", repo.edit("self.w += n", "self.w += abs(n)"))
+    repo.commit("Add a minimum width setting", repo.edit("LIMIT = 3\n", "LIMIT = 3\nmin_width = 0\n"))
+    repo.commit("Fix widths below min_width", repo.edit("self.w = w\n", "self.w = max(w, min_width)\n"))
     tree = tmp_path / "pkg-1.0"
     (tree / "pkg").mkdir(parents=True)
     # The release before both commits, but shrink already differs there (another branch's change).
@@ -179,6 +181,7 @@ def test_an_sdist_with_other_code_than_the_parent_is_not_the_workspace(tmp_path:
     tasks = yaml.safe_load(out.read_text(encoding="utf-8"))["tasks"]
     assert [t["meta"]["units"] for t in tasks] == [["pkg.shapes.Box.grow"]]  # grow: same code as the parent
     assert mined.dropped["sdist-differs"] == 1 and "1 sdist-differs" in mined.summary()
+    assert mined.dropped["absent-name"] == 1  # min_width: at the parent, not in the release's tree
 
 
 def test_a_token_in_a_commit_message_is_masked_in_the_prompt(tmp_path: Path) -> None:

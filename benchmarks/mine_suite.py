@@ -5,8 +5,10 @@ For each package below, every pair of consecutive final releases ``R..N`` (tags,
 mined with ``subagent_lab.bench.mine`` (the same code as ``subagent-lab mine``); each task's gold
 units are then mapped BY QUALIFIED NAME into the sdist of ``R`` (the release before the commit),
 downloaded from PyPI and checked by SHA-256, and the task runs in that sdist's tree. A task with a
-unit missing from the tree (added after R, renamed, moved) is dropped and counted, and so is a
-second task with the subject and gold units of an earlier one (a change picked onto two branches).
+unit missing from the tree (added after R, renamed, moved) is dropped and counted, and so are a
+task whose gold code in the tree is not the parent's (``sdist-differs``), one whose request names
+an identifier the tree lacks (``absent-name``) and a second task with the subject and gold units of
+an earlier one (a change picked onto two branches).
 
     python benchmarks/mine_suite.py --mirrors /work/.mirror --downloads /tmp/sdists [--write]
 
@@ -33,6 +35,8 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from subagent_lab.bench import mine
+from subagent_lab.bench.commit_text import code_names
+from subagent_lab.bench.gold_warnings import TreeWords
 
 OUT = Path(__file__).resolve().parent.parent / "subagent_lab" / "bench"
 
@@ -141,10 +145,17 @@ def mine_package(pkg_id: str, pkg: Package, git_dir: Path, downloads: Path, work
         archive, sha256 = got
         tree = unpack(archive, Path(tempfile.mkdtemp(dir=work)))
         kept = 0
+        words = TreeWords(tree)
         for task in result.tasks:
             mapped = mine.remap(task, tree)
             if mapped is None:
                 dropped += 1
+                continue
+            if mine.drifted(git_dir, task, tree):  # the sdist's gold code is not the parent's
+                removed["sdist-differs"] += 1
+                continue
+            if any(not words.has(n) for n in code_names(task.request) if n not in task.introduced):
+                removed["absent-name"] += 1
                 continue
             key = (mapped.commit.subject, tuple(g.qualified for g in mapped.units))
             if mapped.id in tasks or key in seen:  # the same change picked onto two branches
@@ -196,7 +207,7 @@ def markdown(records: list[dict[str, Any]]) -> str:
                    f"{sum(len(r['tasks']) for r in side)} | {named} | {missing} |")  # fmt: skip
     out += ["", "| filter | " + " | ".join(r["package"] for r in records) + " | all |",
             "|---|" + "---:|" * (len(records) + 1)]  # fmt: skip
-    for name in (*mine.FILTERS, "no-sdist", "duplicate"):
+    for name in (*mine.FILTERS, "no-sdist", "sdist-differs"):
         counts = [r["removed"].get(name, 0) for r in records]
         out.append(f"| {name} | " + " | ".join(map(str, counts)) + f" | {sum(counts)} |")
     out += [

@@ -136,7 +136,7 @@ def test_exactly_the_request_commits_become_tasks(history: tuple[Repo, dict[str,
     assert result.commits == 14
     assert dict(result.removed) == {
         "root": 1, "bot": 1, "version": 1, "no-source": 2, "formatting-only": 1,
-        "docstring-only": 1, "revert": 1, "module-level": 1, "rename-only": 1, "merge": 1,
+        "docstring-only": 1, "revert": 1, "added-only": 1, "rename-only": 1, "merge": 1,
     }  # fmt: skip
 
 
@@ -173,7 +173,10 @@ def test_cli_writes_a_deterministic_task_file(history: tuple[Repo, dict[str, str
     tasks = {t["id"]: t for t in data["tasks"]}
     fix = tasks[f"pkg-{c['fix'][:7]}"]
     assert fix["kind"] == "localize"
-    assert fix["workspace"] == {"git": str(repo.root.resolve()), "rev": c["init"]}
+    # the clone's path relative to the task file, though neither folder holds the other
+    rel = os.path.relpath(repo.root.resolve(), out[0].resolve().parent)
+    assert fix["workspace"] == {"git": rel, "rev": c["init"]} and rel.startswith("..")
+    assert str(repo.root.resolve()) not in out[0].read_text(encoding="utf-8")
     assert fix["gold"] == [{"path": "pkg/core.py", "start": 4, "end": 8, "anchor": "def greet("}]
     assert fix["meta"]["units"] == ["pkg.core.greet"] and fix["meta"]["parent"] == c["init"]
     assert list(tasks) == sorted(tasks)
@@ -226,7 +229,9 @@ def test_subject_rule() -> None:
     assert not mine.reads_as_request("Fix typo")  # fewer than three words
 
 
-def test_cli_maps_gold_into_an_sdist_tree(history: tuple[Repo, dict[str, str]], tmp_path: Path) -> None:
+def test_cli_maps_gold_into_an_sdist_tree(
+    history: tuple[Repo, dict[str, str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     repo, c = history
     tree = tmp_path / "pkg-1.0"
     (tree / "src" / "pkg").mkdir(parents=True)
@@ -237,7 +242,9 @@ def test_cli_maps_gold_into_an_sdist_tree(history: tuple[Repo, dict[str, str]], 
     assert main(argv) == 2  # no --sha256
     assert main([*argv, "--sha256", sha]) == 0
     tasks = yaml.safe_load(out.read_text(encoding="utf-8"))["tasks"]
-    assert [t["meta"]["commit"] for t in tasks] == sorted([c["fix"], c["insert"]], key=lambda s: s[:7])
+    # insert's parent has tick's `+= 2` (the bot's commit), this tree `+= 1`: not the parent's code
+    assert [t["meta"]["commit"] for t in tasks] == [c["fix"]]
+    assert "1 sdist-differs" in capsys.readouterr().out
     assert all(t["workspace"] == {"sdist": "pkg==1.0", "sha256": sha} for t in tasks)
     greet = next(t for t in tasks if t["meta"]["commit"] == c["fix"])["gold"]
     assert greet == [{"path": "src/pkg/core.py", "start": 5, "end": 9, "anchor": "def greet("}]

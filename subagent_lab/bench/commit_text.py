@@ -67,3 +67,22 @@ def reads_as_request(request: str) -> bool:
     stems = {first, first.removesuffix("s"), first.removesuffix("es"), first.removesuffix("ed"),
              first.removesuffix("d")}  # fmt: skip
     return bool(stems & VERBS)
+
+
+_SNAKE = re.compile(r"(?<![\w./-])(_*[A-Za-z0-9]+(?:_[A-Za-z0-9]+)+_*|_+[A-Za-z]\w*)(?![\w/-]|\.\w)")
+_EXTENSIONS = re.compile(r"\.(py|pyi|txt|md|rst|cfg|toml|ini|ya?ml|json|html|c|h|in|lock)$", re.I)
+
+
+def code_names(request: str) -> list[str]:
+    """The identifiers a request names as code: in backticks, written as a call (``name()``), or
+    snake_case (an inner or leading underscore). A dotted name counts by its last part; file names
+    (``setup.py``) and names under three characters do not count. Sorted, no repeats."""
+    found: set[str] = set()
+    for quoted in re.findall(r"`([^`\n]+)`", request):
+        match = re.match(r"\s*[@.]?([A-Za-z_][\w.]*)", quoted)
+        if match and not _EXTENSIONS.search(match.group(1)):
+            found.add(match.group(1).rstrip(".").rsplit(".", 1)[-1])
+    bare = re.sub(r"`[^`\n]*`", " ", request)
+    found.update(re.findall(r"(?<![\w.])([A-Za-z_]\w*)\(\)", bare))
+    found.update(re.findall(_SNAKE, bare))
+    return sorted(n for n in found if len(n) >= 3 and not n.strip("_").isdigit())

@@ -12,18 +12,21 @@ stripped. 6. ``no-source``: no changed source file (``is_source``). 7. ``too-man
 four source files. 8. ``rename-only``: every source change is a pure rename. 9. ``formatting-only``:
 every changed source file has the same AST before and after (comments, layout). 10.
 ``docstring-only``: the same AST once docstrings are removed. 11. ``unparsable``: a changed file
-does not parse at the parent. 12. ``module-level``: no changed line lies inside a def or class.
-13. ``too-many-units``: more than ``MAX_UNITS`` gold units.
+does not parse at the parent or at the commit. 12. ``too-deep``: a changed file nests deeper than
+the parser (or the AST walk) can follow. 13. ``module-level``: no def or class changed. 14.
+``added-only``: the only changed units are new ones. 15. ``too-many-units``: more than
+``MAX_UNITS`` gold spans. 16. ``absent-name``: the request names an identifier (``code_names``)
+that is nowhere in the parent's tree and that the commit does not introduce. 17. ``duplicate``:
+the subject and gold units of a task kept earlier (a change picked onto two branches).
 
-Gold: the innermost def/class at the PARENT around each deleted or modified line of
-``git diff -U0 parent commit``; lines inserted after line L belong to the innermost unit holding
-both L and L+1 (so a new def beside others belongs to none). Changed lines at module level
-(imports, constants) add nothing. Each unit's whole span at the parent, decorators included.
+Gold: ``bench.gold`` (the definitions whose own code the commit changed, at the parent).
+Commit messages are masked by the project's redactor (``core.redact``) before anything is taken
+from them: a token in a message never reaches a prompt.
 """
 
 from __future__ import annotations
 
-import ast
+import dataclasses
 import re
 import subprocess
 from collections import Counter
@@ -33,16 +36,18 @@ from typing import Any
 
 import yaml
 
-from subagent_lab.bench.commit_text import PROMPT_TEMPLATE, reads_as_request, request_text
-from subagent_lab.bench.units import (
-    Unit,
-    enclosing_insertion,
-    find_unit,
-    innermost,
-    module_name,
-    names_symbol,
-    parse_units,
+from subagent_lab.bench.commit_text import PROMPT_TEMPLATE, code_names, reads_as_request, request_text
+from subagent_lab.bench.gold import (
+    MAX_UNITS,
+    CommitGold,
+    FileChange,
+    GoldUnit,
+    commit_gold,
+    parse_side,
+    same_code,
 )
+from subagent_lab.bench.units import Unit, find_unit, module_name, names_symbol, parse_units
+from subagent_lab.core.redact import Redactor
 from subagent_lab.core.types import ConfigError
 
 BOT = re.compile(
@@ -62,14 +67,17 @@ SKIP_PARTS = frozenset([
 ])  # fmt: skip
 SKIP_FILES = frozenset({"setup.py", "conftest.py", "noxfile.py", "tasks.py", "fabfile.py", "conf.py"})
 MAX_FILES = 4
-MAX_UNITS = 6
 FILTERS = tuple([
     "root", "merge", "bot", "revert", "version", "not-a-request", "no-source", "too-many-files",
-    "rename-only", "formatting-only", "docstring-only", "unparsable", "module-level", "too-many-units"
+    "rename-only", "formatting-only", "docstring-only", "unparsable", "too-deep", "module-level",
+    "added-only", "too-many-units", "absent-name", "duplicate"
 ])  # fmt: skip
 
 
-__all__ = ["PROMPT_TEMPLATE", "MineResult", "MinedTask", "mine", "reads_as_request", "remap", "request_text"]
+__all__ = [
+    "MAX_UNITS", "PROMPT_TEMPLATE", "GoldUnit", "MineResult", "MinedTask", "drifted", "mine",
+    "reads_as_request", "remap", "request_text",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -90,22 +98,6 @@ class Commit:
 
 
 @dataclass(frozen=True)
-class GoldUnit:
-    """A unit a commit changed: its file and span at the parent (or at the tree it was mapped to)."""
-
-    path: str
-    unit: Unit
-    count: int
-    """How many units of that file share its qualname (see ``units.find_unit``)."""
-
-    @property
-    def qualified(self) -> str:
-        """``package.module.Qual.name``."""
-        module = module_name(self.path)
-        return f"{module}.{self.unit.qualname}" if module else self.unit.qualname
-
-
-@dataclass(frozen=True)
 class MinedTask:
     """One mined task before it is written: the commit, its request and its gold units."""
 
@@ -113,6 +105,10 @@ class MinedTask:
     request: str
     commit: Commit
     units: tuple[GoldUnit, ...]
+    added: tuple[str, ...] = ()
+    """Units the commit added (qualified names): not gold, they are not in the parent."""
+    introduced: tuple[str, ...] = ()
+    """The request's ``code_names`` that the commit introduces (absent at the parent by design)."""
 
     @property
     def prompt(self) -> str:
@@ -126,23 +122,26 @@ class MinedTask:
 
     def to_dict(self, workspace: dict[str, str], repo: str) -> dict[str, Any]:
         """The task as the task file holds it (see TASKFILE: ``kind: localize``)."""
+        meta: dict[str, Any] = {
+            "repo": repo,
+            "commit": self.commit.sha,
+            "parent": self.commit.parents[0],
+            "subject": self.commit.subject,
+            "units": [g.qualified for g in self.units],
+            "names_gold_symbol": self.names_gold_symbol,
+        }
+        if self.added:
+            meta["added"] = list(self.added)
         return {
             "id": self.id,
             "kind": "localize",
             "prompt": self.prompt,
             "workspace": dict(workspace),
             "gold": [
-                {"path": g.path, "start": g.unit.start, "end": g.unit.end, "anchor": g.unit.anchor}
+                {"path": g.path, "start": g.lines[0], "end": g.lines[1], "anchor": g.anchor}
                 for g in self.units
             ],
-            "meta": {
-                "repo": repo,
-                "commit": self.commit.sha,
-                "parent": self.commit.parents[0],
-                "subject": self.commit.subject,
-                "units": [g.qualified for g in self.units],
-                "names_gold_symbol": self.names_gold_symbol,
-            },
+            "meta": meta,
         }
 
 
@@ -170,9 +169,16 @@ def git(repo: Path, *args: str) -> str:
     return proc.stdout
 
 
-def list_commits(repo: Path, revs: str | None = None) -> list[Commit]:
-    """The commits of ``revs`` (default ``HEAD``), oldest first, ties by sha."""
-    out = git(repo, "log", "--format=%H%x1f%P%x1f%an%x1f%ae%x1f%ct%x1f%B%x1e", revs or "HEAD", "--")
+def list_commits(
+    repo: Path, revs: str | None = None, *, since: str | None = None, max_commits: int | None = None
+) -> list[Commit]:
+    """The commits of ``revs`` (default ``HEAD``), oldest first, ties by sha: with ``since`` (a date
+    git reads, e.g. ``2024-01-01``) only those committed since, with ``max_commits`` the newest N."""
+    if revs is not None and revs.startswith("-"):
+        raise ConfigError(f"{repo}: a revision range cannot start with '-': {revs!r}")
+    limits = [f"--since={since}"] if since else []
+    limits += [f"--max-count={max_commits}"] if max_commits is not None else []
+    out = git(repo, "log", "--format=%H%x1f%P%x1f%an%x1f%ae%x1f%ct%x1f%B%x1e", *limits, revs or "HEAD", "--")
     commits = []
     for record in out.split("\x1e"):
         if not record.strip():
@@ -208,20 +214,37 @@ def subject_filter(commit: Commit) -> str | None:
     return None
 
 
-def mine(repo: Path, revs: str | None = None, *, name: str | None = None) -> MineResult:
-    """Mine ``repo``'s commits in ``revs`` into tasks with ids ``<name>-<sha7>`` (name: the repo's)."""
+def mine(
+    repo: Path,
+    revs: str | None = None,
+    *,
+    name: str | None = None,
+    since: str | None = None,
+    max_commits: int | None = None,
+) -> MineResult:
+    """Mine ``repo``'s commits in ``revs`` into tasks with ids ``<name>-<sha7>`` (name: the repo's);
+    ``since``/``max_commits`` as ``list_commits``."""
     prefix = _id_prefix(name or _repo_name(repo))
     result = MineResult()
-    for commit in list_commits(repo, revs):
+    redact = Redactor()
+    seen: set[tuple[str, tuple[str, ...]]] = set()
+    for commit in list_commits(repo, revs, since=since, max_commits=max_commits):
         result.commits += 1
-        reason = subject_filter(commit)
-        units: tuple[GoldUnit, ...] = ()
+        commit = dataclasses.replace(commit, message=redact(commit.message))
+        reason, task = subject_filter(commit), None
         if reason is None:
-            reason, units = _gold(repo, commit)
-        if reason is not None:
-            result.removed[reason] += 1
+            try:
+                reason, task = _task(repo, commit)
+            except (RecursionError, MemoryError):  # nested deeper than ast can follow: skip, count
+                reason = "too-deep"
+        if task is not None:
+            key = (commit.subject, tuple(g.qualified for g in task.units))
+            reason = "duplicate" if key in seen else None
+            seen.add(key)
+        if task is None or reason is not None:
+            result.removed[reason or "too-deep"] += 1
             continue
-        result.tasks.append(MinedTask("", request_text(commit.message), commit, units))
+        result.tasks.append(task)
     taken: set[str] = set()
     for i, task in enumerate(result.tasks):
         width = 7
@@ -229,7 +252,7 @@ def mine(repo: Path, revs: str | None = None, *, name: str | None = None) -> Min
             width += 1
         task_id = f"{prefix}-{task.commit.sha[:width]}"
         taken.add(task_id)
-        result.tasks[i] = MinedTask(task_id, task.request, task.commit, task.units)
+        result.tasks[i] = dataclasses.replace(task, id=task_id)
     return result
 
 
@@ -243,8 +266,8 @@ def _id_prefix(name: str) -> str:
     return re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-._") or "repo"
 
 
-def _gold(repo: Path, commit: Commit) -> tuple[str | None, tuple[GoldUnit, ...]]:
-    """Filters 6-12 on the commit's diff, or the gold units when none removes it."""
+def _task(repo: Path, commit: Commit) -> tuple[str | None, MinedTask | None]:
+    """Filters 6-16 on the commit's diff, or the task when none removes it."""
     parent = commit.parents[0]
     changes = []
     for line in git(repo, "diff", "--name-status", "-M", "--no-color", parent, commit.sha).splitlines():
@@ -253,79 +276,60 @@ def _gold(repo: Path, commit: Commit) -> tuple[str | None, tuple[GoldUnit, ...]]
         if is_source(new) or is_source(old):
             changes.append((status, old, new))
     if not changes:
-        return "no-source", ()
+        return "no-source", None
     if len(changes) > MAX_FILES:
-        return "too-many-files", ()
+        return "too-many-files", None
     if all(s == "R100" for s, _, _ in changes):
-        return "rename-only", ()
-    edited = [(old, new) for s, old, new in changes if s[0] in "MR"]
-    if len(edited) == len(changes):
-        if all(_same_code(repo, parent, old, commit.sha, new, docstrings=True) for old, new in edited):
-            return "formatting-only", ()
-        if all(_same_code(repo, parent, old, commit.sha, new, docstrings=False) for old, new in edited):
-            return "docstring-only", ()
-    hunks = _hunks(repo, parent, commit.sha, sorted({p for _, old, new in changes for p in (old, new)}))
-    found: dict[tuple[str, str, int], GoldUnit] = {}
-    for path, spans in hunks.items():
-        units = parse_units(git(repo, "show", f"{parent}:{path}"))
-        if units is None:
-            return "unparsable", ()
-        for start, count in spans:
-            hits = (
-                [innermost(units, n) for n in range(start, start + count)]
-                if count
-                else [enclosing_insertion(units, start)]
-            )
-            for unit in hits:
-                if unit is not None:
-                    total = sum(u.qualname == unit.qualname for u in units)
-                    found[(path, unit.qualname, unit.ordinal)] = GoldUnit(path, unit, total)
-    if not found:
-        return "module-level", ()
-    if len(found) > MAX_UNITS:
-        return "too-many-units", ()
-    return None, tuple(sorted(found.values(), key=lambda g: (g.path, g.unit.start)))
+        return "rename-only", None
+    files = [
+        FileChange(
+            old,
+            new,
+            parse_side(None if status[0] == "A" else git(repo, "show", f"{parent}:{old}")),
+            parse_side(None if status[0] == "D" else git(repo, "show", f"{commit.sha}:{new}")),
+        )
+        for status, old, new in changes
+    ]
+    edited = [
+        (f.before, f.after) for (status, _, _), f in zip(changes, files, strict=True) if status[0] in "MR"
+    ]
+    pairs = [(b, a) for b, a in edited if b is not None and a is not None]
+    if len(pairs) == len(changes):  # every file edited and parsed on both sides
+        if all(same_code(b, a, docstrings=True) for b, a in pairs):
+            return "formatting-only", None
+        if all(same_code(b, a, docstrings=False) for b, a in pairs):
+            return "docstring-only", None
+    gold: CommitGold = commit_gold(files)
+    if gold.reason is not None:
+        return gold.reason, None
+    request = request_text(commit.message)
+    before = "\n".join(f.before.text for f in files if f.before is not None)
+    after = "\n".join(f.after.text for f in files if f.after is not None)
+    introduced, absent = [], []
+    for word in code_names(request):
+        if _has_word(after, word) and not _has_word(before, word):
+            introduced.append(word)
+        elif not _tree_has_word(repo, parent, word):
+            absent.append(word)
+    if absent:
+        return "absent-name", None
+    return None, MinedTask("", request, commit, gold.units, gold.added, tuple(introduced))
 
 
-def _same_code(repo: Path, parent: str, old: str, sha: str, new: str, *, docstrings: bool) -> bool:
-    """Whether both versions have the same AST (``docstrings=False``: once docstrings are removed)."""
-    try:
-        before = ast.parse(git(repo, "show", f"{parent}:{old}"))
-        after = ast.parse(git(repo, "show", f"{sha}:{new}"))
-    except (SyntaxError, ValueError):
-        return False
-    if not docstrings:
-        before, after = _without_docstrings(before), _without_docstrings(after)
-    return ast.dump(before) == ast.dump(after)
+def _has_word(text: str, word: str) -> bool:
+    return re.search(rf"(?<!\w){re.escape(word)}(?!\w)", text) is not None
 
 
-def _without_docstrings(tree: ast.Module) -> ast.Module:
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            first = body[0].value if body and isinstance(body[0], ast.Expr) else None
-            if isinstance(first, ast.Constant) and isinstance(first.value, str):
-                node.body = body[1:] or [ast.Pass()]
-    return tree
-
-
-def _hunks(repo: Path, parent: str, sha: str, paths: list[str]) -> dict[str, list[tuple[int, int]]]:
-    """Per old path: the ``(start, count)`` of each hunk's old side (count 0: insertion after start)."""
-    if not paths:
-        return {}
-    diff = git(repo, "diff", "-U0", "-M", "--no-color", "--no-ext-diff", "--src-prefix=a/",
-               "--dst-prefix=b/", parent, sha, "--", *paths)  # fmt: skip
-    hunks: dict[str, list[tuple[int, int]]] = {}
-    current: str | None = None
-    for line in diff.splitlines():
-        if line.startswith("--- "):
-            current = line[6:] if line.startswith("--- a/") else None
-        elif line.startswith("@@ ") and current in paths:
-            match = re.match(r"@@ -(\d+)(?:,(\d+))? ", line)
-            if match:
-                count = 1 if match.group(2) is None else int(match.group(2))
-                hunks.setdefault(current, []).append((int(match.group(1)), count))
-    return hunks
+def _tree_has_word(repo: Path, rev: str, word: str) -> bool:
+    """Whether ``word`` occurs as a whole word in any file of ``rev``'s tree (``git grep``)."""
+    proc = subprocess.run(
+        ["git", "-C", str(repo), "grep", "-q", "-w", "-F", "-I", "-e", word, rev, "--"],
+        capture_output=True,
+        check=False,
+    )
+    if proc.returncode not in (0, 1):
+        raise ConfigError(f"{repo}: git grep failed: {proc.stderr.decode(errors='replace').strip()[:300]}")
+    return proc.returncode == 0
 
 
 def remap(task: MinedTask, tree: Path) -> MinedTask | None:
@@ -333,21 +337,44 @@ def remap(task: MinedTask, tree: Path) -> MinedTask | None:
     files, e.g. an unpacked sdist), spans re-derived from that tree's AST; None when one is missing.
 
     A file is the one at the same path, else the one with the same module name; a unit must be
-    defined as many times there as at the parent (``units.find_unit``).
+    defined as many times there as at the parent (``units.find_unit``). A partial span (a class's
+    own statements) moves with its class; ``drifted`` says whether the code there is the parent's.
     """
     mapped = []
     for gold in task.units:
-        path = _same_module(tree, gold.path)
-        if path is None:
+        found = _locate(tree, gold)
+        if found is None:
             return None
-        units = parse_units((tree / path).read_text(encoding="utf-8", errors="replace"))
-        unit = find_unit(units or [], gold.unit.qualname, gold.unit.ordinal, gold.count)
-        if unit is None:
-            return None
-        mapped.append(GoldUnit(path, unit, gold.count))
-    return MinedTask(
-        task.id, task.request, task.commit, tuple(sorted(mapped, key=lambda g: (g.path, g.unit.start)))
-    )
+        path, unit, lines = found
+        mapped.append(gold.moved(path, unit, lines))
+    units = tuple(sorted(mapped, key=lambda g: (g.path, g.lines[0], -g.lines[1])))
+    return dataclasses.replace(task, units=units)
+
+
+def drifted(repo: Path, task: MinedTask, tree: Path) -> list[str]:
+    """The gold units of ``task`` (qualified names) whose text in ``tree`` is not their text at the
+    commit's parent, or that ``tree`` lacks: there the workspace does not hold the code the commit
+    changed."""
+    parent_files: dict[str, list[str]] = {}
+    differ = set()
+    for gold in task.units:
+        if gold.path not in parent_files:
+            parent_files[gold.path] = git(repo, "show", f"{task.commit.parents[0]}:{gold.path}").splitlines()
+        found = _locate(tree, gold)
+        before = parent_files[gold.path][gold.unit.start - 1 : gold.unit.end]
+        if found is None or found[2][found[1].start - 1 : found[1].end] != before:
+            differ.add(gold.qualified)
+    return sorted(differ)
+
+
+def _locate(tree: Path, gold: GoldUnit) -> tuple[str, Unit, list[str]] | None:
+    """The file, unit and lines of ``gold``'s unit in ``tree``, or None."""
+    path = _same_module(tree, gold.path)
+    if path is None:
+        return None
+    text = (tree / path).read_text(encoding="utf-8", errors="replace")
+    unit = find_unit(parse_units(text) or [], gold.unit.qualname, gold.unit.ordinal, gold.count)
+    return None if unit is None else (path, unit, text.splitlines())
 
 
 def _same_module(tree: Path, path: str) -> str | None:

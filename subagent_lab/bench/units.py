@@ -1,7 +1,7 @@
 """Code units of a Python file: its functions and classes, with qualified names and line spans.
 
-The miner names what a commit changed by the innermost definition around each changed line, and
-finds the same definition again, by qualified name, in another tree (a release's sdist).
+The miner names what a commit changed by the definitions whose own code changed (``bench.gold``),
+and finds the same definition again, by qualified name, in another tree (a release's sdist).
 """
 
 from __future__ import annotations
@@ -44,15 +44,20 @@ class Unit:
         return self.start <= line <= self.end
 
 
-def parse_units(source: str) -> list[Unit] | None:
-    """Every def and class of ``source`` in file order; None when it does not parse."""
+def parse_tree(source: str) -> ast.Module | None:
+    """``source``'s AST; None when it does not parse. A nesting too deep for the parser raises
+    ``RecursionError`` or ``MemoryError``, which the caller counts (``mine``: ``too-deep``)."""
     try:
         with warnings.catch_warnings():  # old code's invalid escapes are not ours to report
             warnings.simplefilter("ignore")
-            tree = ast.parse(source)
+            return ast.parse(source)
     except (SyntaxError, ValueError):
         return None
-    found: list[tuple[str, int, int, str]] = []
+
+
+def unit_nodes(tree: ast.Module) -> list[tuple[Unit, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef]]:
+    """Every def and class of ``tree`` in file order, each with its node."""
+    found: list[tuple[str, int, int, str, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef]] = []
 
     def visit(node: ast.AST, prefix: str) -> None:
         for child in ast.iter_child_nodes(node):
@@ -60,31 +65,28 @@ def parse_units(source: str) -> list[Unit] | None:
                 qualname = f"{prefix}{child.name}"
                 start = min([child.lineno, *(d.lineno for d in child.decorator_list)])
                 keyword = {ast.ClassDef: "class", ast.AsyncFunctionDef: "async def"}.get(type(child), "def")
-                found.append((qualname, start, child.end_lineno or child.lineno, keyword))
+                found.append((qualname, start, child.end_lineno or child.lineno, keyword, child))
                 visit(child, qualname + ".")
             else:
                 visit(child, prefix)
 
     visit(tree, "")
     seen: dict[str, int] = {}
-    units: list[Unit] = []
-    for qualname, start, end, keyword in sorted(found, key=lambda f: (f[1], -f[2])):
-        units.append(Unit(qualname, seen.get(qualname, 0), start, end, keyword))
+    units: list[tuple[Unit, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef]] = []
+    for qualname, start, end, keyword, node in sorted(found, key=lambda f: (f[1], -f[2])):
+        units.append((Unit(qualname, seen.get(qualname, 0), start, end, keyword), node))
         seen[qualname] = seen.get(qualname, 0) + 1
     return units
 
 
-def innermost(units: list[Unit], line: int) -> Unit | None:
-    """The innermost unit containing ``line`` (nested units start later), or None at module level."""
-    around = [u for u in units if u.contains(line)]
-    return max(around, key=lambda u: (u.start, -u.end)) if around else None
-
-
-def enclosing_insertion(units: list[Unit], after: int) -> Unit | None:
-    """The innermost unit that holds lines inserted after line ``after``: one containing both
-    ``after`` and ``after + 1``. Lines added after a def's last line (a new def beside it) have none."""
-    around = [u for u in units if u.contains(after) and u.contains(after + 1)]
-    return max(around, key=lambda u: (u.start, -u.end)) if around else None
+def parse_units(source: str) -> list[Unit] | None:
+    """Every def and class of ``source`` in file order; None when it does not parse (or nests too
+    deep for the parser)."""
+    try:
+        tree = parse_tree(source)
+        return None if tree is None else [unit for unit, _ in unit_nodes(tree)]
+    except (RecursionError, MemoryError):
+        return None
 
 
 def find_unit(units: list[Unit], qualname: str, ordinal: int, count: int) -> Unit | None:

@@ -86,9 +86,10 @@ def args_sweep(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tasks",
         default=None,
+        nargs="+",
         metavar="FILE",
-        help="a task file (docs/task-files.md) or a built-in suite id (dev, dev-tree, test); default: "
-        "dev, or with a file --suite defaults to 'all'",
+        help="a task file (docs/task-files.md) or a built-in suite id (dev, dev-tree, test); several "
+        "files are merged (tasks merge); default: dev, or with a file --suite defaults to 'all'",
     )
     parser.add_argument(
         "--suite", default=None, help="task ids, 'smoke', 'all' or a kind, comma-separated (default: smoke)"
@@ -151,7 +152,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from subagent_lab.experiments.sweep import SweepGrid, SweepSpec, Variant
 
     overrides = _parse_sets(args.set)
-    source = args.tasks or "dev"
+    from subagent_lab.cli.mine import sweep_source
+
+    source = sweep_source(args.tasks, args.out, args.config)
     split = source if is_suite_id(source) else str(Path(source).resolve())
     selectors = args.suite or ("smoke" if is_suite_id(source) else "all")
     spec = SweepSpec(
@@ -333,7 +336,10 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def args_tasks(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", nargs="+", help="task files (YAML or JSONL) or built-in suite ids")
+    parser.add_argument(
+        "file", nargs="+", help="task files (YAML or JSONL) or built-in suite ids; 'merge A B -o C' merges"
+    )
+    parser.add_argument("-o", "--out", default=None, help="with merge: the merged task file to write")
     parser.add_argument(
         "--no-fetch", action="store_true", help="make no checkout and fetch no sdist (check what is there)"
     )
@@ -344,6 +350,10 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     """Load a task file, make its workspaces (git checkouts, sdists) and check its gold; list it."""
     from subagent_lab.bench.suite import validate_tasks
 
+    if args.file[0] == "merge":  # a file named merge: ./merge
+        from subagent_lab.cli.mine import cmd_tasks_merge
+
+        return cmd_tasks_merge(args.file[1:], args.out)
     for file in args.file:
         tasks = validate_tasks(file, fetch=not args.no_fetch)
         for task in [] if args.quiet else tasks:

@@ -660,3 +660,40 @@ def test_json_wrapped_answers_are_unwrapped(config: LabConfig, workspace: Path, 
     agent, _ = _agent(config, workspace, tmp_path, [final({"answer": "login is in app/auth.py:4"})])
     result = agent.run("Where is login?")
     assert result.answer == "login is in app/auth.py:4"
+
+
+# --- an action is not an answer ---------------------------------------------------------------
+
+_ACTION = '{"thought": "search more", "tool": "Grep", "pattern": "def login"}'
+
+
+@pytest.mark.parametrize("reply", [_ACTION, f"```json\n{_ACTION}\n```"])
+def test_a_parent_grace_answer_that_is_an_action_is_sent_back(
+    config: LabConfig, workspace: Path, tmp_path: Path, reply: str
+) -> None:
+    # The real trace's shape: the parent's loop ends ``loop_detected`` and the grace turn answers
+    # with its next action; that is no answer, and the repair's text is the one that stands.
+    stale = [tool_call("Grep", _id=f"g{i}", pattern="def login") for i in range(4)]
+    turns = [*stale, final(reply), final("login is defined at app/auth.py:4.")]
+    agent, model = _agent(config, workspace, tmp_path, turns)
+    result = agent.run("Where is login?")
+    assert result.terminal_reason == "loop_detected"
+    assert result.answer == "login is defined at app/auth.py:4."
+    repair = model.requests[-1].messages[-1].content
+    assert "that is a call of Grep, not an answer" in repair
+
+
+def test_a_parent_that_only_answers_with_actions_has_no_answer(
+    config: LabConfig, workspace: Path, tmp_path: Path
+) -> None:
+    stale = [tool_call("Grep", _id=f"g{i}", pattern="def login") for i in range(4)]
+    agent, _ = _agent(config, workspace, tmp_path, [*stale, *[final(_ACTION)] * 4])
+    result = agent.run("Where is login?")
+    assert result.terminal_reason == "loop_detected" and result.answer is None
+
+
+def test_prose_that_quotes_an_action_is_an_answer(config: LabConfig, workspace: Path, tmp_path: Path) -> None:
+    quoted = f"login is at app/auth.py:4; I did not run {_ACTION}."
+    agent, _ = _agent(config, workspace, tmp_path, [tool_call("Grep", pattern="def login"), final(quoted)])
+    result = agent.run("Where is login?")
+    assert (result.terminal_reason, result.answer) == ("completed", quoted)

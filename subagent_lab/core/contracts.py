@@ -139,6 +139,34 @@ def final_prompt(contract: str | None) -> str:
     return FINAL_PROMPTS.get(contract, FINAL_PROMPT)
 
 
+_FENCED = re.compile(r"\A```[A-Za-z]*\s*(.*?)\s*```\Z", re.DOTALL)
+
+
+def action_in_answer(text: str, tools: frozenset[str]) -> str | None:
+    """The tool a free-text answer calls instead of answering, or None.
+
+    A model that hits a limit mid-search often replies to the final prompt with its next action
+    (``{"thought": ..., "tool": "Grep", ...}``, fenced or bare): that is not an answer. Only a reply
+    that is, as a whole, one action object naming one of ``tools`` (or ``finish``) counts; prose that
+    quotes JSON is an answer.
+    """
+    stripped = text.strip()
+    fenced = _FENCED.match(stripped)
+    body = fenced.group(1) if fenced else stripped
+    if not body.startswith("{"):
+        return None
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    name = data.get("tool", data.get("name"))
+    if not isinstance(name, str) or (name not in tools and name != "finish"):
+        return None
+    return name if "tool" in data or isinstance(data.get("arguments"), dict) else None
+
+
 def contract_schema(name: str) -> dict[str, Any]:
     """The JSON schema of a contract, for prompts and constrained decoding (a fresh copy)."""
     return json_copy(_contract_schema(CONTRACTS[name]))

@@ -24,7 +24,13 @@ from typing import Any, NoReturn, cast
 
 from subagent_lab.core.budget import Budget
 from subagent_lab.core.calls import Purpose, answer_schema, call_model
-from subagent_lab.core.contracts import final_prompt, ground_evidence, grounded_ratio, parse_contract
+from subagent_lab.core.contracts import (
+    action_in_answer,
+    final_prompt,
+    ground_evidence,
+    grounded_ratio,
+    parse_contract,
+)
 from subagent_lab.core.dispatch import run_tools
 from subagent_lab.core.evidence import seen_check
 from subagent_lab.core.loop_state import LoopDeps, LoopOutcome, LoopSpec, Review, Reviewer, Run, RunState
@@ -291,7 +297,11 @@ def _accept(run: Run, text: str) -> NoReturn:
 def _check_final(run: Run, text: str) -> list[str]:
     """The contract's errors, then the policies' (on a valid answer); every check is a trace event."""
     if run.spec.contract is None:
-        return [] if text.strip() else ["the reply was empty"]
+        if not text.strip():
+            return ["the reply was empty"]
+        if (tool := action_in_answer(text, frozenset(run.deps.tools))) is not None:
+            return [f"that is a call of {tool}, not an answer: no tool can run now; write the answer as text"]
+        return []
     check = parse_contract(text, run.spec.contract)
     errors, ratio, seen = list(check.errors), None, None
     ungrounded: list[str] = []

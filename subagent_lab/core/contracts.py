@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from subagent_lab.core.prompts import FINAL_PROMPT, FINAL_PROMPT_FREE, FINAL_PROMPTS
 from subagent_lab.core.secret_policy import is_secret_file
 from subagent_lab.core.types import json_copy
 
@@ -114,22 +115,6 @@ CONTRACTS: dict[str, type[BaseModel]] = {
     "VerificationResult": VerificationResult,
     "PlanResult": PlanResult,
 }
-
-
-FINAL_PROMPT = (
-    "Now give your final answer as the JSON object described above, from what the tools showed you. "
-    "In the summary and findings, name the functions, classes and files that answer the task."
-)
-"""The prompt that asks for the final answer under a contract (its schema is in the system prompt)."""
-FINAL_PROMPT_FREE = "Now give your final answer, from what the tools showed you."
-"""The same without a contract: a free-text answer."""
-FINAL_PROMPTS = {
-    "AnswerResult": (
-        'Now give your final answer as a JSON object, from what the tools showed you: "answer" says '
-        'what you found, "evidence" lists every place that shows it as path:line or path:start-end.'
-    )
-}
-"""A contract's own final prompt where ``FINAL_PROMPT``'s field names are not its fields."""
 
 
 def final_prompt(contract: str | None) -> str:

@@ -35,6 +35,7 @@ from subagent_lab.core.dispatch import run_tools
 from subagent_lab.core.evidence import seen_check
 from subagent_lab.core.loop_state import LoopDeps, LoopOutcome, LoopSpec, Review, Reviewer, Run, RunState
 from subagent_lab.core.policy import FINISH, HARNESS_CALL, ActionMenu, AnswerCheck, RunContext
+from subagent_lab.core.prompts import GRACE_PROMPT, OFF_MENU_PROMPT, REPAIR_PROMPT, RETRY_PROMPT
 from subagent_lab.core.schema_check import off_menu, schema_breaches
 from subagent_lab.core.trace import ActionForced, ContractChecked, PromptAdded, RunEnded, RunTrace
 from subagent_lab.core.types import (
@@ -50,17 +51,6 @@ from subagent_lab.core.types import (
 )
 
 __all__ = ["LoopDeps", "LoopOutcome", "LoopSpec", "Review", "Reviewer", "run_loop"]
-
-GRACE_PROMPT = (
-    "You have reached a limit ({why}). You cannot call tools any more. Give your final answer now, "
-    "reporting everything you found so far; say in it whether you finished."
-)
-RETRY_PROMPT = (
-    "[Your last reply was not one complete action ({why}). Reply with one short action: a brief "
-    "thought and one tool call, or finish.]"
-)
-REPAIR_PROMPT = "Your final answer was rejected:\n{errors}\nReply again with one corrected answer only."
-OFF_MENU_PROMPT = "[That action was not run: {why}. Reply with one action that is offered.]"
 
 
 class _LoopRun(Run):

@@ -697,3 +697,32 @@ def test_prose_that_quotes_an_action_is_an_answer(config: LabConfig, workspace: 
     agent, _ = _agent(config, workspace, tmp_path, [tool_call("Grep", pattern="def login"), final(quoted)])
     result = agent.run("Where is login?")
     assert (result.terminal_reason, result.answer) == ("completed", quoted)
+
+
+def test_a_parent_trace_failing_mid_run_keeps_the_result(
+    config: LabConfig, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The parent's trace is guarded as a child's: a full disk mid-run is recorded, never raised.
+    import errno
+
+    from subagent_lab.core.trace import TraceWriter
+
+    real_write = TraceWriter._write
+    parent_lines: list[str] = []
+
+    def full_disk(self: TraceWriter, event: Any) -> None:
+        if self.path.name.startswith("main-"):
+            if len(parent_lines) >= 2:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            parent_lines.append(event.kind)
+        real_write(self, event)
+
+    monkeypatch.setattr(TraceWriter, "_write", full_disk)
+    agent, _ = _agent(
+        config, workspace, tmp_path, [tool_call("Grep", pattern="def login"), final("app/auth.py:4.")]
+    )
+    result = agent.run("Where is login?")
+    assert (result.status, result.answer) == ("completed", "app/auth.py:4.")
+    assert result.trace_error is not None and "No space left" in result.trace_error
+    assert "trace incomplete" in result.detail
+    assert len(read_trace(result.trace_path)) == 2  # what made it out is a valid prefix

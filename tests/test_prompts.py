@@ -39,7 +39,8 @@ def test_every_prompt_constant_is_defined_in_the_registry_only() -> None:
         if path != PACKAGE / "core" / "prompts.py"
         for name in _prompt_constants(path)
     }
-    assert not elsewhere - TASK_TEXTS, f"prompt texts outside core/prompts.py: {sorted(elsewhere - TASK_TEXTS)}"
+    outside = sorted(elsewhere - TASK_TEXTS)
+    assert not outside, f"prompt texts outside core/prompts.py: {outside}"
     assert len(_prompt_constants(PACKAGE / "core" / "prompts.py")) >= 10
 
 

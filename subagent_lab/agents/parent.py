@@ -20,7 +20,7 @@ from pathlib import Path
 
 from subagent_lab.agents.launcher import ModelFactory, SubagentLauncher
 from subagent_lab.agents.main_tools import MainToolContext, main_tools
-from subagent_lab.agents.plan import ParentLink, RunPlan, SubagentRequest, plan_main
+from subagent_lab.agents.plan import ParentLink, RunPlan, SubagentRequest, children_scope, plan_main
 from subagent_lab.agents.result import (
     MainRunResult,
     child_record,
@@ -213,9 +213,9 @@ class MainAgent:
             stamps=ReadStamps(),
             task=TaskContext(
                 launcher=launcher,
-                children_token_cap=self.children_token_cap,
+                # one tree: the parent's own calls and its children under one cost cap
+                children=children_scope(plan, self.children_token_cap),
                 cancel=cancel,
-                cost=plan.cost,  # one account: the parent's attempts and its children
                 context_mode=self.context_mode,
                 child_model=self.child_model,
                 swap_for=self.child_swap,

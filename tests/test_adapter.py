@@ -153,3 +153,37 @@ def test_the_adapter_posts_the_request_the_sdk_would() -> None:
             assert by_post.model_dump() == by_sdk.model_dump()
             compared += 1
     assert compared == 9 and len({r.content for r in sent}) > 3  # the shapes differ
+
+
+def test_a_request_is_rendered_once_for_counting_and_sending(monkeypatch: Any) -> None:
+    """Counting and sending share one rendering of each message, and a conversation that grows by
+    appending renders only its new messages; the wire body is what a fresh adapter builds."""
+    from subagent_lab.models import openai_chat
+
+    rendered: list[str] = []
+    real = openai_chat.render_message
+
+    def spy(msg: Message, native: bool) -> dict[str, Any]:
+        rendered.append(msg.role)
+        return real(msg, native)
+
+    monkeypatch.setattr(openai_chat, "render_message", spy)
+    for protocol in ("json", "native"):
+        rendered.clear()
+        model = OpenAIChatModel(base_url="http://127.0.0.1:9/v1", model="m", tool_protocol=protocol)
+        first = [Message(role="system", content="S"), Message(role="user", content="find login")]
+        request = ModelRequest(messages=first, tools=[READONLY_TOOLS["Grep"].schema()])
+        model._count_body(request)
+        sent = model._kwargs(request)
+        assert rendered == ["system", "user"]
+        call = ToolCall(id="c1", name="Grep", arguments={"pattern": "login"})
+        result = Message(role="tool", content="a.py:1: def login", tool_call_id="c1", name="Grep")
+        grown = [*first, Message(role="assistant", content="look", tool_calls=[call]), result]
+        later = request.model_copy(
+            update={"messages": grown, "phase": "final", "final_schema": {"type": "object"}}
+        )
+        model._count_body(later)
+        again = model._kwargs(later)
+        assert rendered == ["system", "user", "assistant", "tool"]
+        fresh = OpenAIChatModel(base_url="http://127.0.0.1:9/v1", model="m", tool_protocol=protocol)
+        assert (sent, again) == (fresh._kwargs(request), fresh._kwargs(later))

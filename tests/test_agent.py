@@ -660,3 +660,69 @@ def test_json_wrapped_answers_are_unwrapped(config: LabConfig, workspace: Path, 
     agent, _ = _agent(config, workspace, tmp_path, [final({"answer": "login is in app/auth.py:4"})])
     result = agent.run("Where is login?")
     assert result.answer == "login is in app/auth.py:4"
+
+
+# --- an action is not an answer ---------------------------------------------------------------
+
+_ACTION = '{"thought": "search more", "tool": "Grep", "pattern": "def login"}'
+
+
+@pytest.mark.parametrize("reply", [_ACTION, f"```json\n{_ACTION}\n```"])
+def test_a_parent_grace_answer_that_is_an_action_is_sent_back(
+    config: LabConfig, workspace: Path, tmp_path: Path, reply: str
+) -> None:
+    # The real trace's shape: the parent's loop ends ``loop_detected`` and the grace turn answers
+    # with its next action; that is no answer, and the repair's text is the one that stands.
+    stale = [tool_call("Grep", _id=f"g{i}", pattern="def login") for i in range(4)]
+    turns = [*stale, final(reply), final("login is defined at app/auth.py:4.")]
+    agent, model = _agent(config, workspace, tmp_path, turns)
+    result = agent.run("Where is login?")
+    assert result.terminal_reason == "loop_detected"
+    assert result.answer == "login is defined at app/auth.py:4."
+    repair = model.requests[-1].messages[-1].content
+    assert "that is a call of Grep, not an answer" in repair
+
+
+def test_a_parent_that_only_answers_with_actions_has_no_answer(
+    config: LabConfig, workspace: Path, tmp_path: Path
+) -> None:
+    stale = [tool_call("Grep", _id=f"g{i}", pattern="def login") for i in range(4)]
+    agent, _ = _agent(config, workspace, tmp_path, [*stale, *[final(_ACTION)] * 4])
+    result = agent.run("Where is login?")
+    assert result.terminal_reason == "loop_detected" and result.answer is None
+
+
+def test_prose_that_quotes_an_action_is_an_answer(config: LabConfig, workspace: Path, tmp_path: Path) -> None:
+    quoted = f"login is at app/auth.py:4; I did not run {_ACTION}."
+    agent, _ = _agent(config, workspace, tmp_path, [tool_call("Grep", pattern="def login"), final(quoted)])
+    result = agent.run("Where is login?")
+    assert (result.terminal_reason, result.answer) == ("completed", quoted)
+
+
+def test_a_parent_trace_failing_mid_run_keeps_the_result(
+    config: LabConfig, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The parent's trace is guarded as a child's: a full disk mid-run is recorded, never raised.
+    import errno
+
+    from subagent_lab.core.trace import TraceWriter
+
+    real_write = TraceWriter._write
+    parent_lines: list[str] = []
+
+    def full_disk(self: TraceWriter, event: Any) -> None:
+        if self.path.name.startswith("main-"):
+            if len(parent_lines) >= 2:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            parent_lines.append(event.kind)
+        real_write(self, event)
+
+    monkeypatch.setattr(TraceWriter, "_write", full_disk)
+    agent, _ = _agent(
+        config, workspace, tmp_path, [tool_call("Grep", pattern="def login"), final("app/auth.py:4.")]
+    )
+    result = agent.run("Where is login?")
+    assert (result.status, result.answer) == ("completed", "app/auth.py:4.")
+    assert result.trace_error is not None and "No space left" in result.trace_error
+    assert "trace incomplete" in result.detail
+    assert len(read_trace(result.trace_path)) == 2  # what made it out is a valid prefix

@@ -145,16 +145,16 @@ def test_trace_directory_that_is_a_file_fails_the_run_with_a_reason(
 def test_a_trace_failing_mid_run_keeps_the_result(
     make_launcher: LauncherFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_emit = TraceWriter.emit
+    real_write = TraceWriter._write
     written: list[str] = []
 
     def full_disk(self: TraceWriter, event: Any) -> None:
         if len(written) >= 3:
             raise OSError(errno.ENOSPC, "No space left on device")
         written.append(event.kind)
-        real_emit(self, event)
+        real_write(self, event)
 
-    monkeypatch.setattr(TraceWriter, "emit", full_disk)
+    monkeypatch.setattr(TraceWriter, "_write", full_disk)
     launcher, _ = make_launcher([tool_call("Grep", pattern="def login"), final(GOOD)])
     result = launcher.launch(SubagentRequest(task=TASK))
     assert (result.status, result.terminal_reason) == ("completed", "completed")

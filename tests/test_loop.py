@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from subagent_lab.agents.launcher import SubagentRequest
 from subagent_lab.analysis.metrics import child_metrics
 from subagent_lab.config.profiles import LabConfig
+from subagent_lab.core.budget import BudgetNode
 from subagent_lab.core.loop import LoopDeps, LoopOutcome, LoopSpec, Review, Reviewer, run_loop
 from subagent_lab.core.model import ModelCallError
 from subagent_lab.core.permissions import PermissionGate
@@ -422,12 +423,17 @@ class _SendBackOnce:
     def __init__(self, spend: int) -> None:
         self.spend, self.seen = spend, list[tuple[str, int, int]]()
 
-    def __call__(self, attempt: LoopOutcome, tokens_left: int) -> Review:
+    def __call__(self, attempt: LoopOutcome, budget: BudgetNode) -> Review:
+        tokens_left = budget.free_tokens()
+        assert tokens_left is not None
         self.seen.append(
             (str((attempt.contract or {}).get("answer")), tokens_left, attempt.usage.total_tokens)
         )
+        review = budget.grant("review", tokens=self.spend, min_tokens=0)  # its child budget, then spent
+        review.charge(tokens=min(self.spend, tokens_left))
+        review.close()
         feedback = "Check app/auth.py again." if len(self.seen) == 1 else None
-        return Review(feedback=feedback, spent_tokens=self.spend, purpose="verification")
+        return Review(feedback=feedback, purpose="verification")
 
 
 def test_a_review_sends_the_answer_back_for_a_fresh_attempt_under_what_is_left(
@@ -472,7 +478,7 @@ def test_no_review_of_an_attempt_that_did_not_complete(workspace: Path, tmp_path
 def test_a_review_that_raises_ends_the_run_crashed_with_its_answer(workspace: Path, tmp_path: Path) -> None:
     """A harness bug in the review is recorded, never raised: the run still ends, once, in the trace."""
 
-    def broken(attempt: LoopOutcome, tokens_left: int) -> Review:
+    def broken(attempt: LoopOutcome, budget: BudgetNode) -> Review:
         raise RuntimeError("verification launcher broke")
 
     outcome, events, _, _ = _direct(workspace, tmp_path, [final("in app/auth.py")], review=broken)

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
 from subagent_lab.core.context import estimate_messages
-from subagent_lab.core.trace import Redactor, RunEnded, TraceWriter
 from subagent_lab.core.types import Message
 from subagent_lab.workspace.sandbox import Workspace
 
@@ -116,36 +114,6 @@ def _text(value: Any) -> str:
         return str(value)
     except Exception:  # a __str__ that raises: the type name still says what it was
         return f"<unprintable {type(value).__name__}>"
-
-
-class GuardedTrace(TraceWriter):
-    """A ``TraceWriter`` whose write failures are recorded in ``error``, never raised.
-
-    After the first failure nothing more is written (a trace with a hole in it would mislead);
-    ``ended`` says whether a ``RunEnded`` made it out, so a fallback never writes a second one.
-    Opening it still raises OSError: the caller decides whether to run without a trace.
-    """
-
-    def __init__(self, path: Path, run_id: str, *, redactor: Redactor | None = None) -> None:
-        super().__init__(path, run_id, redactor=redactor)
-        self.error: str | None = None
-        self.ended = False
-
-    def emit(self, event: Any) -> None:
-        if self.error is not None:
-            return
-        try:
-            super().emit(event)
-        except (OSError, ValueError) as exc:  # ValueError: the file was closed under us
-            self.error = f"writing {self.path} failed: {type(exc).__name__}: {exc}"
-        else:
-            self.ended = self.ended or isinstance(event, RunEnded)
-
-    def close(self) -> None:
-        try:
-            super().close()
-        except OSError as exc:  # the final flush can fail too (a full disk)
-            self.error = self.error or f"closing {self.path} failed: {type(exc).__name__}: {exc}"
 
 
 FORK_SHARE = 0.5

@@ -14,7 +14,6 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from subagent_lab.agents.launch_io import GuardedTrace
 from subagent_lab.agents.plan import ModelUse, ParentLink, RunPlan, SubagentRequest, plan_run, resolve_profile
 from subagent_lab.agents.result import SubagentResult, cost_usd
 from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile
@@ -90,7 +89,7 @@ class SubagentLauncher:
         started = time.monotonic()
         trace_error: str | None = None
         try:
-            trace = GuardedTrace(plan.trace_path, plan.run_id, redactor=self.config.redactor())
+            trace = TraceWriter(plan.trace_path, plan.run_id, redactor=self.config.redactor(), guarded=True)
         except OSError as exc:  # a file where the directory should be, no permission, a full disk
             trace_error = f"cannot write the trace {plan.trace_path}: {type(exc).__name__}: {exc}"
             outcome = _failed("crashed", f"{trace_error}; the child was not started", started)
@@ -114,7 +113,7 @@ class SubagentLauncher:
         return result
 
     def _run(
-        self, request: SubagentRequest, plan: RunPlan, trace: GuardedTrace, cancel: threading.Event | None
+        self, request: SubagentRequest, plan: RunPlan, trace: TraceWriter, cancel: threading.Event | None
     ) -> LoopOutcome:
         """Start the trace, set up the model, run the loop (or fail a run that cannot start)."""
         started = time.monotonic()

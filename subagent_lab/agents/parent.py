@@ -20,7 +20,7 @@ from pathlib import Path
 
 from subagent_lab.agents.launcher import ModelFactory, SubagentLauncher
 from subagent_lab.agents.main_tools import MainToolContext, main_tools
-from subagent_lab.agents.plan import ParentLink, RunPlan, SubagentRequest, plan_main
+from subagent_lab.agents.plan import ParentLink, RunPlan, SubagentRequest, children_scope, plan_main
 from subagent_lab.agents.result import (
     MainRunResult,
     child_record,
@@ -165,7 +165,8 @@ class MainAgent:
         plan = self.plan(task_text, Workspace(scratch.root if scratch else self.target), sandbox)
         # One redactor for parent and children: the parent's trace masks what the children's do.
         redactor = self.config.redactor()
-        trace = TraceWriter(plan.trace_path, plan.run_id, redactor=redactor)
+        # Guarded like a child's: a trace that fails mid-run is recorded in the result, never raised.
+        trace = TraceWriter(plan.trace_path, plan.run_id, redactor=redactor, guarded=True)
         launcher = SubagentLauncher(
             self.config,
             plan.workspace.root,
@@ -192,6 +193,9 @@ class MainAgent:
             trace.emit(RunEnded(run_id=plan.run_id, step=result.steps, **result.ended_fields()))
         finally:
             trace.close()
+        if trace.error is not None:
+            detail = f"{result.detail} [trace incomplete: {trace.error}]"
+            result = result.model_copy(update={"trace_error": trace.error, "detail": detail})
         return result
 
     def _sandbox(self) -> BashSandbox:
@@ -209,9 +213,9 @@ class MainAgent:
             stamps=ReadStamps(),
             task=TaskContext(
                 launcher=launcher,
-                children_token_cap=self.children_token_cap,
+                # one tree: the parent's own calls and its children under one cost cap
+                children=children_scope(plan, self.children_token_cap),
                 cancel=cancel,
-                cost=plan.cost,  # one account: the parent's attempts and its children
                 context_mode=self.context_mode,
                 child_model=self.child_model,
                 swap_for=self.child_swap,

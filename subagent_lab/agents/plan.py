@@ -15,13 +15,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from subagent_lab.agents.launch_io import fork_prefix, plain_json, render_task, workspace_overview
 from subagent_lab.config import build
 from subagent_lab.config.agent_profile import AgentProfile, apply_overrides
 from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile
-from subagent_lab.core.budget import CostAccount
+from subagent_lab.core.budget import BudgetNode, CostAccount
 from subagent_lab.core.loop import LoopDeps, LoopSpec, Reviewer
 from subagent_lab.core.model import Model
 from subagent_lab.core.permissions import AskPolicy, PermissionGate
@@ -55,6 +55,12 @@ class SubagentRequest(BaseModel):
     prior_messages: list[Message] = Field(default_factory=list)
     """A forked child's start: the parent's conversation so far (its system prompt left out), placed
     between the child's system prompt and its task; the oldest are dropped to fit (``fork_prefix``)."""
+    budget: BudgetNode | None = Field(default=None, exclude=True, repr=False)
+    """The budget scope the parent granted this child (``BudgetNode.grant``): its token and USD caps
+    tighten the profile's, and its spend is charged up the parent's tree as it goes. None: a run
+    on its own, in a scope made from its profile's limits."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
 
 class ParentLink(BaseModel):
@@ -99,6 +105,8 @@ class RunPlan:
     started: RunStarted | None
     """The run's first event; None when planning failed (``problem`` says why)."""
     cost: CostAccount | None
+    budget: BudgetNode
+    """The run's scope in the budget tree: a child's grant, a parent's own calls, or a run's own."""
     grammar: bool
     """The endpoint decodes under a grammar; False: an aid only a grammar enforces runs as a check."""
     problem: str | None = None
@@ -133,6 +141,7 @@ class RunPlan:
             grammar=self.grammar,
             allow_model_fallback=self.profile.allow_model_fallback,
             cost=self.cost,
+            budget=self.budget,
         )
 
 
@@ -156,6 +165,20 @@ def resolve_profile(config: LabConfig, request: SubagentRequest) -> RuntimeProfi
     return profile
 
 
+def _granted(profile: RuntimeProfile, grant: BudgetNode | None) -> RuntimeProfile:
+    """``profile`` with its limits tightened to a parent's grant: its total (and its context, to
+    fit the total) to the tokens granted, its cost cap to the USD granted."""
+    if grant is None:
+        return profile
+    update: dict[str, Any] = {}
+    if grant.tokens is not None and grant.tokens < profile.total_token_budget:
+        context = min(profile.context_token_budget, grant.tokens)
+        update.update(total_token_budget=grant.tokens, context_token_budget=context)
+    if grant.usd is not None and grant.usd != profile.cost_budget_usd:
+        update["cost_budget_usd"] = grant.usd
+    return profile.model_copy(update=update) if update else profile
+
+
 def plan_run(
     config: LabConfig,
     request: SubagentRequest,
@@ -167,10 +190,13 @@ def plan_run(
 ) -> RunPlan:
     """A child's plan. Raises only for caller mistakes (ConfigError); a workspace that cannot be
     read, or a harness bug while planning (then without ``started``), is the plan's ``problem``."""
-    profile = resolve_profile(config, request)
+    profile = _granted(resolve_profile(config, request), request.budget)
     choice: ModelChoice = request.model or profile.model
     model = ModelUse(choice, *config.resolve_model(choice))
     spec, policies = build.build(profile, model.config, seed=request.seed, temperature=request.temperature)
+    scope = request.budget or BudgetNode(
+        "run", tokens=profile.total_token_budget, usd=profile.cost_budget_usd
+    )
     names = build.tool_names(profile)
     run_id = new_id("run")
     bare = RunPlan(
@@ -188,7 +214,8 @@ def plan_run(
         task_message="",
         shown=(),
         started=None,
-        cost=build.cost_account(profile, model.config),
+        cost=build.cost_account(profile, model.config, scope),
+        budget=scope,
         grammar=model.config.constrain_output,
     )
     try:
@@ -284,6 +311,9 @@ def plan_main(
     model = ModelUse(profile.model, *config.resolve_model(profile.model))
     spec, policies = build.build(profile, model.config)
     run_id = new_id("run")
+    # The tree: the run's cost cap at the root, over its own calls (its total, which verification
+    # also counts against) and its children's cap (``children_scope``).
+    own = BudgetNode("main", usd=profile.cost_budget_usd).scope("own", tokens=profile.total_token_budget)
     # The same one-line layout a child gets: without it small models guess paths.
     first = f"{task.strip()}\n\n{workspace_overview(workspace)}" + (f"\n{note}" if note else "")
     started = run_started(
@@ -315,7 +345,8 @@ def plan_main(
         task_message=first.strip(),
         shown=(),
         started=started,
-        cost=build.cost_account(profile, model.config),
+        cost=build.cost_account(profile, model.config, own),
+        budget=own,
         grammar=True,
     )
 
@@ -367,3 +398,10 @@ def _shape(
     for policy in policies:
         policy.shape_task(context, shape)
     return shape, None
+
+
+def children_scope(plan: RunPlan, cap: int | None) -> BudgetNode:
+    """A main agent's children's scope: beside its own calls, under its cost cap, capped at ``cap``
+    tokens for all its Task children together (None: no cap of their own)."""
+    root = plan.budget.parent or plan.budget
+    return root.scope("children", tokens=cap)

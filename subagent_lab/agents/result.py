@@ -65,6 +65,8 @@ class RunResult(LoopOutcome):
     fallback: bool = False
     cost_usd: float = 0.0
     trace_path: str
+    trace_error: str | None = None
+    """Why the trace is missing or incomplete; None when every event was written."""
 
 
 class SubagentResult(RunResult):
@@ -78,8 +80,6 @@ class SubagentResult(RunResult):
     """The sampling seed every model call of the run was sent with."""
     temperature: float = 0.0
     """The sampling temperature every model call of the run was sent with."""
-    trace_error: str | None = None
-    """Why the trace is missing or incomplete; None when every event was written."""
     rerun_of: str | None = None
     """Trace of the run this one re-ran; None for a fresh run."""
     policies: list[str] = Field(default_factory=list)

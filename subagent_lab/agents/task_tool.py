@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest, SubagentResult
-from subagent_lab.core.budget import CostAccount
+from subagent_lab.core.budget import BudgetNode, BudgetSpent
 from subagent_lab.core.model import Model
 from subagent_lab.core.tokens import CountsPrompts
 from subagent_lab.core.tool import Tool, ToolError
@@ -145,17 +145,20 @@ class ConversationRecorder:
 
 @dataclass
 class TaskContext:
-    """What the Task tool runs against: a launcher bound to the parent, plus limits across calls."""
+    """What the Task tool runs against: a launcher bound to the parent, and the parent's budget
+    scope for its children (``children``): every child runs in a ``grant`` of it."""
 
     launcher: SubagentLauncher
+    children: BudgetNode | None = None
+    """The children's scope (``plan.children_scope``): the tokens all children of this parent may
+    spend together, on top of each child's budget, under the parent's cost cap. None: a scope of
+    its own, capped at ``children_token_cap``."""
     children_token_cap: int | None = None
-    """Total tokens all children of this parent may spend together, on top of each child's budget."""
+    """The children's cap when ``children`` is None (a context made on its own, as in a study)."""
     cancel: threading.Event | None = None
     """The parent's cancellation: running children stop with it."""
     envelopes: list[TaskEnvelope] = field(default_factory=list)
     results: list[SubagentResult] = field(default_factory=list)
-    reserved: int = 0
-    """Tokens of the cap promised to children still running (parallel Task calls share the cap)."""
     context_mode: ContextMode = "brief"
     """What a child starts from besides its task: ``isolated`` (nothing: a ``context`` is dropped),
     ``brief`` (the parent's structured ``context``), ``forked`` (that, and the parent's conversation
@@ -164,97 +167,71 @@ class TaskContext:
     """The parent's conversation so far (set by the parent; read by ``forked``)."""
     child_model: ModelChoice | None = None
     """Every child runs on this model, whatever the parent asks (None: the parent's ``model``)."""
-    other_tokens: int = 0
-    """Tokens of children launched outside Task (verification) that count against the cap too."""
-    cost: CostAccount | None = None
-    """The parent's cost cap (None: none): every child's cost is charged to it, and a child may
-    spend at most what is left of it (less what children still running were promised)."""
-    reserved_usd: float = 0.0
     swap_for: SwapChooser | None = None
     """Called with each Task child's task and profile before it starts; a ``ChildSwap`` it returns
     changes that child (None, the default: every child runs as asked)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def __post_init__(self) -> None:
+        if self.children is None:
+            self.children = BudgetNode("children", tokens=self.children_token_cap)
+
+    @property
+    def scope(self) -> BudgetNode:
+        assert self.children is not None  # set in __post_init__
+        return self.children
+
     @property
     def children_tokens(self) -> int:
-        return sum(r.usage.total_tokens for r in self.results) + self.other_tokens
+        """Tokens the children spent (a verification child's too: it counts against the cap)."""
+        return self.scope.spent_tokens
 
-    def _reserve(self, wanted: int) -> int | None:
-        """Reserve up to ``wanted`` tokens of the cap; None = no cap. ToolError when too little is left."""
-        if self.children_token_cap is None:
-            return None
-        with self._lock:
-            spent = self.children_tokens
-            free = self.children_token_cap - spent - self.reserved
-            if free < MIN_CHILD_TOKENS:
-                running = f", {self.reserved} reserved by sub-agents still running" if self.reserved else ""
-                raise ToolError(
-                    f"the children's token cap ({self.children_token_cap}) is spent ({spent} used{running}); "
-                    "no further sub-agents can be started: answer with what you have"
-                )
-            share = min(wanted, free)
-            self.reserved += share
-            return share
-
-    def _reserve_cost(self, own: float | None) -> float | None:
-        """The cost cap of the next child: its own, tightened to what is left of the parent's
-        (reserved for it until it ends); None without either. ToolError when nothing is left."""
-        if self.cost is None:
-            return own
-        with self._lock:
-            free = self.cost.left_usd - self.reserved_usd
-            if free <= 0:
-                raise ToolError(
-                    f"the cost cap (${self.cost.limit_usd:.6f}) is spent (${self.cost.spent_usd:.6f} "
-                    "charged): no further sub-agents can be started: answer with what you have"
-                )
-            share = free if own is None else min(own, free)
-            self.reserved_usd += share
-            return share
-
-    def _settle(
-        self, share: int | None, result: SubagentResult | None, *, task: bool = True, usd: float = 0.0
-    ) -> None:
-        with self._lock:
-            self.reserved -= share or 0
-            if self.cost is not None:
-                self.reserved_usd -= usd
-                if result is not None:  # a child's spend is the parent's: its cap covers children
-                    self.cost.charge(result.cost_usd)
-            if result is not None and not task:
-                self.other_tokens += result.usage.total_tokens
-            elif result is not None:
-                self.results.append(result)
-                self.envelopes.append(TaskEnvelope.from_result(result))
-
-    def launch_capped(self, request: SubagentRequest, *, task: bool = True) -> SubagentResult:
-        """Launch ``request`` under the cap: its budget tightened to the share reserved for it
-        (ToolError when too little is left), its tokens counted once it ends. ``task=False``: a
-        child the parent launches itself (verification), counted but not listed in ``results``. With
-        a parent's cost cap the child's own cost cap is at most what is left of it."""
+    def launch_capped(
+        self, request: SubagentRequest, *, task: bool = True, within: BudgetNode | None = None
+    ) -> SubagentResult:
+        """Launch ``request`` in a grant of the children's scope (ToolError when too little is
+        left), its spend charged up the tree as it goes. ``within``: a child the parent launches
+        itself (verification), granted from that scope (the parent's own) and counting against the
+        children's cap too; counted, but not listed in ``results``."""
         profile = self.launcher.resolve_profile(request)
-        usd = self._reserve_cost(profile.cost_budget_usd)
-        if usd is not None and usd != profile.cost_budget_usd:
-            request.overrides = {**request.overrides, "cost_budget_usd": usd}
-        held = usd if self.cost is not None and usd is not None else 0.0
+        above, also = (within, self.scope) if within is not None else (self.scope, None)
+        name = f"{'task' if task else 'verification'}-{len(self.results) + 1}"
         try:
-            share = self._reserve(profile.total_token_budget)
-        except ToolError:
-            self._settle(None, None, usd=held)
-            raise
-        if share is not None and share < profile.total_token_budget:
-            # The cap across children tightens this child's own budget; it never loosens it.
-            request.overrides = {
-                **request.overrides,
-                "total_token_budget": share,
-                "context_token_budget": min(profile.context_token_budget, share),
-            }
+            grant = above.grant(
+                name,
+                tokens=profile.total_token_budget,
+                usd=profile.cost_budget_usd,
+                also=also,
+                min_tokens=MIN_CHILD_TOKENS,
+            )
+        except BudgetSpent as spent:
+            raise ToolError(self._refusal(spent)) from None
         result = None
         try:
-            result = self.launcher.launch(request, cancel=self.cancel)
+            result = self.launcher.launch(request.model_copy(update={"budget": grant}), cancel=self.cancel)
         finally:
-            self._settle(share, result, task=task, usd=held)
+            grant.close()
+            if result is not None and task:
+                with self._lock:
+                    self.results.append(result)
+                    self.envelopes.append(TaskEnvelope.from_result(result))
         return result
+
+    def _refusal(self, spent: BudgetSpent) -> str:
+        """What a refused child's caller is told, naming the scope that ran out."""
+        node = spent.scope
+        if spent.resource == "usd":
+            return (
+                f"the cost cap (${node.usd or 0.0:.6f}) is spent (${node.spent_usd:.6f} charged): no further "
+                "sub-agents can be started: answer with what you have"
+            )
+        if node is self.scope:
+            running = f", {node.held_tokens} reserved by sub-agents still running" if node.held_tokens else ""
+            return (
+                f"the children's token cap ({node.tokens}) is spent ({node.spent_tokens} used{running}); "
+                "no further sub-agents can be started: answer with what you have"
+            )
+        return f"the main agent's total_token_budget leaves {max(int(spent.free), 0)} tokens"
 
 
 def task(

@@ -3,15 +3,15 @@ given to the ``verification`` child, the gate's record of its verdict, and the f
 answer gets.
 
 Only a verdict of a verification child that ended ``completed`` (no grace turn) counts; anything
-else is UNVERIFIED. The child runs under the children's cap and within what is left of the
-parent's total budget: both count it.
+else is UNVERIFIED. The child runs in a grant of the parent's own budget scope that counts against
+the children's cap too: both count it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
+from subagent_lab.agents.launcher import SubagentRequest
 from subagent_lab.agents.result import (
     SubagentResult,
     Verdict,
@@ -19,7 +19,8 @@ from subagent_lab.agents.result import (
     gate_passes,
     unwrap_answer,
 )
-from subagent_lab.agents.task_tool import MIN_CHILD_TOKENS, TaskContext
+from subagent_lab.agents.task_tool import TaskContext
+from subagent_lab.core.budget import BudgetNode
 from subagent_lab.core.loop import LoopOutcome, Review
 from subagent_lab.core.tool import ToolError
 
@@ -40,18 +41,15 @@ class Verifier:
     answer: str | None = None
     """The last answer checked."""
 
-    def __call__(self, attempt: LoopOutcome, tokens_left: int) -> Review:
+    def __call__(self, attempt: LoopOutcome, budget: BudgetNode) -> Review:
         self.answer = unwrap_answer(str((attempt.contract or {}).get("answer", "")))
-        record, child = check_claim(
-            self.task.launcher, self.task, self.task_text, self.answer, len(self.checks) + 1, tokens_left
-        )
+        record, child = check_claim(self.task, self.task_text, self.answer, len(self.checks) + 1, budget)
         self.checks.append((record, child))
-        spent = child.usage.total_tokens if child is not None else 0
         retries_left = self.max_retries - (len(self.checks) - 1)
         if self.passes(record) or record.verdict == "UNVERIFIED" or retries_left <= 0:
-            return Review(feedback=None, spent_tokens=spent)
+            return Review(feedback=None)
         text = feedback(record, child, len(self.checks), self.max_retries)
-        return Review(feedback=text, spent_tokens=spent, purpose="verification")
+        return Review(feedback=text, purpose="verification")
 
     def passes(self, record: VerificationRecord) -> bool:
         """Whether the gate lets the answer stand on this verdict."""
@@ -59,10 +57,11 @@ class Verifier:
 
 
 def check_claim(
-    launcher: SubagentLauncher, task: TaskContext, task_text: str, answer: str, attempt: int, tokens_left: int
+    task: TaskContext, task_text: str, answer: str, attempt: int, budget: BudgetNode
 ) -> tuple[VerificationRecord, SubagentResult | None]:
-    """Launch the verification child on the claim, under the children's cap and within what is
-    left of the parent's total budget (both count it); UNVERIFIED when neither leaves enough.
+    """Launch the verification child on the claim in a grant of the parent's own scope
+    (``budget``) that counts against the children's cap too; UNVERIFIED when either leaves too
+    little (the refusal names which).
 
     Its verdict counts only when the child ended ``completed``: a child that hit a limit and
     answered in its grace turn (or gave no verdict at all) is UNVERIFIED, whatever it said.
@@ -74,13 +73,8 @@ def check_claim(
         "Answer PASS only if the files show that the claim holds; FAIL with reasons otherwise."
     )
     request = SubagentRequest(task=claim, profile="verification")
-    budget = launcher.resolve_profile(request).total_token_budget
     try:
-        if tokens_left < MIN_CHILD_TOKENS:
-            raise ToolError(f"the main agent's total_token_budget leaves {max(tokens_left, 0)} tokens")
-        if tokens_left < budget:
-            request.overrides = {"total_token_budget": tokens_left, "context_token_budget": tokens_left}
-        child = task.launch_capped(request, task=False)
+        child = task.launch_capped(request, task=False, within=budget)
     except ToolError as exc:
         why = f"no verification child was started: {exc}"
         return VerificationRecord(attempt=attempt, verdict="UNVERIFIED", reasons=[why], child_run_id="",

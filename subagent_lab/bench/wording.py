@@ -7,13 +7,12 @@ text). No rule names a task's own nouns.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import re
 from collections.abc import Iterable
 from functools import cache, lru_cache
 
 from subagent_lab.bench.suite import BenchTask
+from subagent_lab.core import prompts
 
 SHARED_NGRAM = 4
 """A run of this many words of an answer that also occurs in the task or a harness text is not the
@@ -78,38 +77,14 @@ _HEDGE_RE = re.compile("|".join(HEDGE_PATTERNS), re.IGNORECASE)
 _LEGACY_ABSENCE_RE = re.compile("|".join(LEGACY_ABSENCE_PATTERNS), re.IGNORECASE)
 _WORD = re.compile(r"[A-Za-z0-9_]+(?:'[A-Za-z]+)?")
 
-PROMPT_MODULES = ("subagent_lab.core.loop", "subagent_lab.core.contracts", "subagent_lab.scaffold")
-"""Where the harness's prompt texts live: the loop, the contracts' final prompts, and every module
-of the scaffold's policies."""
 _FIELD = re.compile(r"\{[^{}]*\}")
 
 
 @cache
 def harness_prompts() -> tuple[str, ...]:
-    """Every ``*PROMPT*`` string constant of ``PROMPT_MODULES`` (a package: each of its modules),
-    format fields removed: harness wording for every answer, with a trace or without one.
-
-    Found by name, not imported one by one, so a prompt moving between the loop and a policy
-    (or a new policy's prompt) stays harness wording without an edit here.
-    """
-    modules = []
-    for name in PROMPT_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:  # the module exists but is broken: that must not pass silently
-                raise
-            continue
-        modules.append(module)
-        for info in pkgutil.iter_modules(getattr(module, "__path__", [])):
-            modules.append(importlib.import_module(f"{name}.{info.name}"))
-    texts = {
-        _FIELD.sub(" ", value)
-        for module in modules
-        for key, value in vars(module).items()
-        if "PROMPT" in key and key.isupper() and isinstance(value, str)
-    }
-    return tuple(sorted(texts))
+    """The harness's prompt texts (``core.prompts``, the one registry), format fields removed:
+    harness wording for every answer, with a trace or without one."""
+    return tuple(sorted({_FIELD.sub(" ", text) for text in prompts.harness_prompts()}))
 
 
 def keyword_hits(keywords: tuple[str, ...] | list[str], text: str) -> list[str]:

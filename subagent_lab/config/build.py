@@ -15,7 +15,7 @@ from subagent_lab.config.endpoints import ModelConfig
 from subagent_lab.config.legacy import apply_keys
 from subagent_lab.config.runtime_profile import RuntimeProfile
 from subagent_lab.config.scaffolds import Scaffold
-from subagent_lab.core.budget import CostAccount, Prices
+from subagent_lab.core.budget import BudgetNode, CostAccount, Prices
 from subagent_lab.core.loop_state import LoopSpec
 from subagent_lab.core.policy import Policy
 from subagent_lab.scaffold.specs import build_policies
@@ -83,12 +83,13 @@ def policies(profile: Profile) -> tuple[Policy, ...]:
     return build_policies(parent_scaffold(profile).specs(), contract=False)
 
 
-def cost_account(profile: Profile, model: ModelConfig) -> CostAccount | None:
-    """The run's cost cap at its model's prices (``LoopDeps.cost``); None without one."""
+def cost_account(profile: Profile, model: ModelConfig, scope: BudgetNode) -> CostAccount | None:
+    """The run's cost cap at its model's prices (``LoopDeps.cost``), a view of its budget scope
+    (``scope``, which holds the cap); None without one."""
     if profile.cost_budget_usd is None:
         return None
     prices = Prices(model.price_per_mtok_input, model.price_per_mtok_output)
-    return CostAccount(profile.cost_budget_usd, prices)
+    return CostAccount(profile.cost_budget_usd, prices, scope=scope)
 
 
 def tool_names(profile: RuntimeProfile) -> tuple[str, ...]:

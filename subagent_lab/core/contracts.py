@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from subagent_lab.core.prompts import FINAL_PROMPT, FINAL_PROMPT_FREE, FINAL_PROMPTS
 from subagent_lab.core.secret_policy import is_secret_file
 from subagent_lab.core.types import json_copy
 
@@ -116,27 +117,39 @@ CONTRACTS: dict[str, type[BaseModel]] = {
 }
 
 
-FINAL_PROMPT = (
-    "Now give your final answer as the JSON object described above, from what the tools showed you. "
-    "In the summary and findings, name the functions, classes and files that answer the task."
-)
-"""The prompt that asks for the final answer under a contract (its schema is in the system prompt)."""
-FINAL_PROMPT_FREE = "Now give your final answer, from what the tools showed you."
-"""The same without a contract: a free-text answer."""
-FINAL_PROMPTS = {
-    "AnswerResult": (
-        'Now give your final answer as a JSON object, from what the tools showed you: "answer" says '
-        'what you found, "evidence" lists every place that shows it as path:line or path:start-end.'
-    )
-}
-"""A contract's own final prompt where ``FINAL_PROMPT``'s field names are not its fields."""
-
-
 def final_prompt(contract: str | None) -> str:
     """The prompt that asks for the final answer under ``contract`` (None: free text)."""
     if contract is None:
         return FINAL_PROMPT_FREE
     return FINAL_PROMPTS.get(contract, FINAL_PROMPT)
+
+
+_FENCED = re.compile(r"\A```[A-Za-z]*\s*(.*?)\s*```\Z", re.DOTALL)
+
+
+def action_in_answer(text: str, tools: frozenset[str]) -> str | None:
+    """The tool a free-text answer calls instead of answering, or None.
+
+    A model that hits a limit mid-search often replies to the final prompt with its next action
+    (``{"thought": ..., "tool": "Grep", ...}``, fenced or bare): that is not an answer. Only a reply
+    that is, as a whole, one action object naming one of ``tools`` (or ``finish``) counts; prose that
+    quotes JSON is an answer.
+    """
+    stripped = text.strip()
+    fenced = _FENCED.match(stripped)
+    body = fenced.group(1) if fenced else stripped
+    if not body.startswith("{"):
+        return None
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    name = data.get("tool", data.get("name"))
+    if not isinstance(name, str) or (name not in tools and name != "finish"):
+        return None
+    return name if "tool" in data or isinstance(data.get("arguments"), dict) else None
 
 
 def contract_schema(name: str) -> dict[str, Any]:

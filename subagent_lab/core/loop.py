@@ -22,13 +22,20 @@ import traceback
 from collections.abc import Sequence
 from typing import Any, NoReturn, cast
 
-from subagent_lab.core.budget import Budget
+from subagent_lab.core.budget import Budget, BudgetNode
 from subagent_lab.core.calls import Purpose, answer_schema, call_model
-from subagent_lab.core.contracts import final_prompt, ground_evidence, grounded_ratio, parse_contract
+from subagent_lab.core.contracts import (
+    action_in_answer,
+    final_prompt,
+    ground_evidence,
+    grounded_ratio,
+    parse_contract,
+)
 from subagent_lab.core.dispatch import run_tools
 from subagent_lab.core.evidence import seen_check
 from subagent_lab.core.loop_state import LoopDeps, LoopOutcome, LoopSpec, Review, Reviewer, Run, RunState
 from subagent_lab.core.policy import FINISH, HARNESS_CALL, ActionMenu, AnswerCheck, RunContext
+from subagent_lab.core.prompts import GRACE_PROMPT, OFF_MENU_PROMPT, REPAIR_PROMPT, RETRY_PROMPT
 from subagent_lab.core.schema_check import off_menu, schema_breaches
 from subagent_lab.core.trace import ActionForced, ContractChecked, PromptAdded, RunEnded, RunTrace
 from subagent_lab.core.types import (
@@ -44,17 +51,6 @@ from subagent_lab.core.types import (
 )
 
 __all__ = ["LoopDeps", "LoopOutcome", "LoopSpec", "Review", "Reviewer", "run_loop"]
-
-GRACE_PROMPT = (
-    "You have reached a limit ({why}). You cannot call tools any more. Give your final answer now, "
-    "reporting everything you found so far; say in it whether you finished."
-)
-RETRY_PROMPT = (
-    "[Your last reply was not one complete action ({why}). Reply with one short action: a brief "
-    "thought and one tool call, or finish.]"
-)
-REPAIR_PROMPT = "Your final answer was rejected:\n{errors}\nReply again with one corrected answer only."
-OFF_MENU_PROMPT = "[That action was not run: {why}. Reply with one action that is offered.]"
 
 
 class _LoopRun(Run):
@@ -82,21 +78,22 @@ class _LoopRun(Run):
 def run_loop(spec: LoopSpec, deps: LoopDeps, messages: list[Message]) -> LoopOutcome:
     """Run until a contract is accepted (and its review lets it stand) or a ``Stop`` ends the run;
     always returns a value. A review's feedback starts another attempt on the conversation so far,
-    under what the attempts and the reviews left of the run's limits."""
+    under what the attempts and the reviews left of the run's budget scope."""
     started = time.monotonic()
+    budget = deps.budget or BudgetNode("run", tokens=spec.total_token_budget)
+    own_deadline = started + spec.timeout_s
+    budget.deadline = own_deadline if budget.deadline is None else min(budget.deadline, own_deadline)
     attempts: list[LoopOutcome] = []
-    reviewed = 0  # tokens the reviews spent: a child budget of the run's total
     trace = RunTrace(deps.trace, lambda: sum(o.steps for o in attempts))
     limits: LoopSpec | None = spec
     while limits is not None:
-        attempts.append(attempt := _attempt(limits, deps, messages, trace.step()))
+        attempts.append(attempt := _attempt(limits, deps, budget, messages, trace.step()))
         if deps.review is None or attempt.terminal_reason != "completed":
             break
-        review = _review(deps.review, attempts, spec.total_token_budget - reviewed - _tokens(attempts))
-        reviewed += review.spent_tokens
+        review = _review(deps.review, attempts, budget)
         if review.feedback is None:
             break
-        limits = spec.left_after(attempts, time.monotonic() - started, reviewed)
+        limits = spec.left_after(attempts, budget)
         if limits is not None:
             messages = [*attempt.messages, Message(role="user", content=review.feedback)]
             trace.emit(PromptAdded, purpose=review.purpose, content=review.feedback)
@@ -106,11 +103,11 @@ def run_loop(spec: LoopSpec, deps: LoopDeps, messages: list[Message]) -> LoopOut
     return outcome
 
 
-def _review(reviewer: Reviewer, attempts: list[LoopOutcome], tokens_left: int) -> Review:
+def _review(reviewer: Reviewer, attempts: list[LoopOutcome], budget: BudgetNode) -> Review:
     """The reviewer's word on the last attempt. A reviewer that raises (a harness bug: recorded,
     never raised) lets no further attempt start and ends the run ``crashed``, its answer kept."""
     try:
-        return reviewer(attempts[-1], tokens_left)
+        return reviewer(attempts[-1], budget)
     except Exception as exc:
         detail = "the answer's review failed: " + "".join(traceback.format_exception(exc))[-4000:]
         update = {"terminal_reason": "crashed", "status": "partial", "detail": detail}
@@ -118,16 +115,14 @@ def _review(reviewer: Reviewer, attempts: list[LoopOutcome], tokens_left: int) -
         return Review(feedback=None)
 
 
-def _tokens(attempts: list[LoopOutcome]) -> int:
-    """Tokens the attempts so far spent."""
-    return sum(o.usage.total_tokens for o in attempts)
-
-
-def _attempt(spec: LoopSpec, deps: LoopDeps, messages: list[Message], step_offset: int) -> LoopOutcome:
-    """One attempt: fresh state and policies under ``spec``, until an answer or a ``Stop``."""
+def _attempt(
+    spec: LoopSpec, deps: LoopDeps, budget: BudgetNode, messages: list[Message], step_offset: int
+) -> LoopOutcome:
+    """One attempt: fresh state and policies under ``spec``, until an answer or a ``Stop``; its
+    tokens are charged to the run's scope (``budget``) as they are spent."""
     state = RunState(
         messages=list(messages),
-        budget=Budget(spec.total_token_budget, spec.context_token_budget, cost=deps.cost),
+        budget=Budget(spec.total_token_budget, spec.context_token_budget, cost=deps.cost, node=budget),
         seen=list(deps.shown),
     )
     run = _LoopRun(spec, deps, state, step_offset)
@@ -291,7 +286,11 @@ def _accept(run: Run, text: str) -> NoReturn:
 def _check_final(run: Run, text: str) -> list[str]:
     """The contract's errors, then the policies' (on a valid answer); every check is a trace event."""
     if run.spec.contract is None:
-        return [] if text.strip() else ["the reply was empty"]
+        if not text.strip():
+            return ["the reply was empty"]
+        if (tool := action_in_answer(text, frozenset(run.deps.tools))) is not None:
+            return [f"that is a call of {tool}, not an answer: no tool can run now; write the answer as text"]
+        return []
     check = parse_contract(text, run.spec.contract)
     errors, ratio, seen = list(check.errors), None, None
     ungrounded: list[str] = []

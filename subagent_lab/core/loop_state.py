@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from pydantic import Field
 
-from subagent_lab.core.budget import MIN_OUTPUT_TOKENS, Budget, CostAccount
+from subagent_lab.core.budget import MIN_OUTPUT_TOKENS, Budget, BudgetNode, CostAccount
 from subagent_lab.core.model import Model
 from subagent_lab.core.permissions import PermissionGate
 from subagent_lab.core.policy import Policy
@@ -48,15 +48,15 @@ class LoopSpec:
     thought_max_chars: int = 80
     arg_max_chars: int = 160
 
-    def left_after(
-        self, attempts: Sequence[LoopOutcome], elapsed_s: float, reviewed_tokens: int
-    ) -> LoopSpec | None:
-        """The limits of the next attempt: what the ``attempts`` so far, ``elapsed_s`` and the
-        reviews' spend (``reviewed_tokens``, charged to this run's total) left of these; None when
-        that is too little for one more step."""
+    def left_after(self, attempts: Sequence[LoopOutcome], budget: BudgetNode) -> LoopSpec | None:
+        """The limits of the next attempt: the steps and repairs the ``attempts`` so far left of
+        these, and the tokens and time the run's scope (``budget``: the attempts' and the reviews'
+        spend, charged as they went) has left; None when that is too little for one more step."""
         steps = self.max_steps - sum(o.steps for o in attempts)
-        tokens = self.total_token_budget - sum(o.usage.total_tokens for o in attempts) - reviewed_tokens
-        seconds = self.timeout_s - elapsed_s
+        tokens = budget.free_tokens()
+        tokens = self.total_token_budget if tokens is None else min(tokens, self.total_token_budget)
+        seconds = budget.seconds_left()
+        seconds = self.timeout_s if seconds is None else seconds
         if steps < 1 or tokens < MIN_OUTPUT_TOKENS or seconds <= 0:
             return None
         return replace(
@@ -75,17 +75,16 @@ class Review:
 
     feedback: str | None
     """The message that sends the answer back for another attempt; None: the answer stands."""
-    spent_tokens: int = 0
-    """What the review cost (a verification child): charged to the run's total token budget."""
     purpose: str = "review"
     """The ``PromptAdded`` purpose the feedback is written with."""
 
 
 class Reviewer(Protocol):
     """Reviews an attempt that ended with an accepted answer (``terminal_reason`` completed), given
-    the tokens left of the run's total budget, which the review may spend (inspect's ``attempts``)."""
+    the run's budget scope, which the review spends from (a sub-scope it ``grant``s: a verification
+    child), so the next attempt gets what is left (inspect's ``attempts``)."""
 
-    def __call__(self, attempt: LoopOutcome, tokens_left: int) -> Review: ...
+    def __call__(self, attempt: LoopOutcome, budget: BudgetNode) -> Review: ...
 
 
 @dataclass
@@ -121,6 +120,9 @@ class LoopDeps:
     allow_model_fallback: bool = False
     """Let the run go on when the endpoint reports serving another model than the one asked for
     (recorded in ``LoopOutcome.served_model_ids``); False ends it as ``model_mismatch``."""
+    budget: BudgetNode | None = None
+    """The run's scope in the budget tree (a parent's own, or a child's grant); None: a scope of
+    the run's own, made from its limits when the loop starts."""
     cost: CostAccount | None = None
     """The run's cost cap (``cost_budget_usd`` at its model's prices), which its calls are admitted
     against and charged to; a parent's is shared by its attempts and charged its children's cost.

@@ -305,9 +305,17 @@ def _shallow(value: Any, depth: int) -> Any:
 
 
 class TraceWriter:
-    """Writes one run's events; thread-safe; each event is one flushed line."""
+    """Writes one run's events; thread-safe; each event is one flushed line.
 
-    def __init__(self, path: Path, run_id: str, *, redactor: Redactor | None = None) -> None:
+    ``guarded`` (every run's trace, parent or child): a write that fails is recorded in ``error``,
+    never raised, and nothing more is written after it (a trace with a hole in it would mislead);
+    ``ended`` says whether a ``RunEnded`` made it out, so a fallback never writes a second one.
+    Opening the file still raises OSError: the caller decides whether to run without a trace.
+    """
+
+    def __init__(
+        self, path: Path, run_id: str, *, redactor: Redactor | None = None, guarded: bool = False
+    ) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         # "x": a second writer for the same run id is a bug, never a silent merge of two runs.
         self._fh: IO[str] | None = path.open("x", encoding="utf-8")
@@ -316,8 +324,26 @@ class TraceWriter:
         self._seq = 0
         self._lock = threading.Lock()
         self._redact = redactor or Redactor()
+        self.guarded = guarded
+        self.error: str | None = None
+        """Why the trace is incomplete (guarded writers only); None while every write succeeded."""
+        self.ended = False
 
     def emit(self, event: _Event) -> None:
+        """Append ``event``; a guarded writer records a failure instead of raising it."""
+        if not self.guarded:
+            return self._write(event)
+        if self.error is not None:
+            return None
+        try:
+            self._write(event)
+        except (OSError, ValueError) as exc:  # ValueError: the file was closed under us
+            self.error = f"writing {self.path} failed: {type(exc).__name__}: {exc}"
+        else:
+            self.ended = self.ended or isinstance(event, RunEnded)
+        return None
+
+    def _write(self, event: _Event) -> None:
         """Append ``event`` (its ``seq`` is assigned here) and flush it to disk."""
         with self._lock:
             if self._fh is None:
@@ -329,10 +355,15 @@ class TraceWriter:
             self._fh.flush()
 
     def close(self) -> None:
-        with self._lock:
-            if self._fh is not None:
-                self._fh.close()
-                self._fh = None
+        try:
+            with self._lock:
+                if self._fh is not None:
+                    self._fh.close()
+                    self._fh = None
+        except OSError as exc:  # the final flush can fail too (a full disk)
+            if not self.guarded:
+                raise
+            self.error = self.error or f"closing {self.path} failed: {type(exc).__name__}: {exc}"
 
 
 class TraceSink(Protocol):

@@ -33,7 +33,7 @@ from pydantic import ValidationError
 from subagent_lab.core.model import ModelCallError
 from subagent_lab.core.redact import mask_url
 from subagent_lab.core.tokens import TokenCount, estimate_count
-from subagent_lab.core.types import ModelRequest, ModelResponse
+from subagent_lab.core.types import Message, ModelRequest, ModelResponse
 from subagent_lab.models.actions import PROTOCOL, action_schema, decoding_schema, render_action
 from subagent_lab.models.actions import tool_lines as _tool_lines
 from subagent_lab.models.bounded_http import (
@@ -62,6 +62,33 @@ posted here is the same bytes (``tests/test_adapter.py`` compares the two reques
 COUNT_TIMEOUT_S = 30.0
 MAX_RETRY_AFTER_S = 86_400.0
 """A longer ``Retry-After`` is taken as this (a day): beyond any run's deadline either way."""
+
+
+RENDER_MEMO = 4096
+"""Rendered messages an adapter keeps (``OpenAIChatModel._render``); past it the memo starts again."""
+
+
+def render_message(msg: Message, native: bool) -> dict[str, Any]:
+    """One message in the endpoint's chat format: tool calls and results natively, or (JSON action
+    protocol) an assistant's call as its action object and a tool result as a user message."""
+    if msg.role == "assistant" and msg.tool_calls:
+        if native:
+            calls = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+                }
+                for c in msg.tool_calls
+            ]
+            return {"role": "assistant", "content": msg.content or None, "tool_calls": calls}
+        call = msg.tool_calls[0]
+        return {"role": "assistant", "content": render_action(call.name, call.arguments, msg.content)}
+    if msg.role == "tool":
+        if native:
+            return {"role": "tool", "tool_call_id": msg.tool_call_id, "content": msg.content}
+        return {"role": "user", "content": f"Result of {msg.name}:\n{msg.content}"}
+    return {"role": msg.role, "content": msg.content}
 
 
 def retry_after_seconds(value: str | None) -> float | None:
@@ -125,6 +152,7 @@ class OpenAIChatModel:
         self.error_hint = error_hint
         self.backoff_s = backoff_s
         self._limits = CallLimits(max_reply_bytes)
+        self._rendered: dict[int, tuple[Message, dict[str, Any]]] = {}
         self._client = openai.OpenAI(
             base_url=base_url,
             api_key=api_key or "not-needed",
@@ -136,42 +164,29 @@ class OpenAIChatModel:
     # --- request building -------------------------------------------------------------
 
     def _messages(self, request: ModelRequest) -> list[dict[str, Any]]:
+        """The request's messages as the wire has them. Each ``Message`` object is rendered once
+        per adapter (``_render``): a run's conversation grows by appending, so a call renders only
+        what is new since the last one, and counting and sending share the rendering."""
         native = self.tool_protocol == "native"
-        out: list[dict[str, Any]] = []
-        for msg in request.messages:
-            if msg.role == "assistant" and msg.tool_calls:
-                if native:
-                    calls = [
-                        {
-                            "id": c.id,
-                            "type": "function",
-                            "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
-                        }
-                        for c in msg.tool_calls
-                    ]
-                    out.append({"role": "assistant", "content": msg.content or None, "tool_calls": calls})
-                else:
-                    call = msg.tool_calls[0]
-                    out.append(
-                        {
-                            "role": "assistant",
-                            "content": render_action(call.name, call.arguments, msg.content),
-                        }
-                    )
-            elif msg.role == "tool":
-                if native:
-                    out.append({"role": "tool", "tool_call_id": msg.tool_call_id, "content": msg.content})
-                else:
-                    out.append({"role": "user", "content": f"Result of {msg.name}:\n{msg.content}"})
-            else:
-                out.append({"role": msg.role, "content": msg.content})
+        out = [self._render(msg, native) for msg in request.messages]
         if not native and out and out[0]["role"] == "system" and request.tools:
             # The full tool list every turn, whatever the grammar allows: a stable prompt prefix.
-            out[0] = {
-                "role": "system",
-                "content": out[0]["content"] + "\n" + PROTOCOL + _tool_lines(request.tools),
-            }
-        return [utf8_safe(m) for m in out]
+            content = out[0]["content"] + "\n" + PROTOCOL + _tool_lines(request.tools)
+            out[0] = utf8_safe({"role": "system", "content": content})
+        return out
+
+    def _render(self, msg: Message, native: bool) -> dict[str, Any]:
+        """``msg`` on the wire, from the memo when this very object was rendered before. The memo
+        holds the message itself, so its ``id`` cannot be reused while the entry lives; messages
+        are never changed in place (compaction makes new ones)."""
+        held = self._rendered.get(id(msg))
+        if held is not None and held[0] is msg:
+            return held[1]
+        wire = utf8_safe(render_message(msg, native))
+        if len(self._rendered) >= RENDER_MEMO:  # a long-lived adapter serves many runs
+            self._rendered.clear()
+        self._rendered[id(msg)] = (msg, wire)
+        return wire
 
     def _kwargs(self, request: ModelRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
@@ -203,12 +218,24 @@ class OpenAIChatModel:
             }
         return kwargs
 
+    def _count_body(self, request: ModelRequest) -> dict[str, Any]:
+        """What the server's chat template reads of the request (its messages, and the tools a
+        native request sends): the action grammar, which the template never sees, is not built."""
+        body: dict[str, Any] = {"messages": self._messages(request)}
+        if self.tool_protocol != "native":
+            return body
+        if request.phase == "final":
+            if request.final_schema:
+                body["tools"] = [answer_tool(decoding_schema(request.final_schema), strict=self.strict_tools)]
+        else:
+            body["tools"] = request.tools
+        return body
+
     def count_prompt(self, request: ModelRequest) -> TokenCount:
         """The request's prompt tokens: exact from the server's template and tokenizer, else estimated."""
         if self.count_url is None:
             return estimate_count(request)
-        kwargs = self._kwargs(request)
-        body = {k: kwargs[k] for k in ("messages", "tools") if k in kwargs}
+        body = self._count_body(request)
         limits = CallLimits(DEFAULT_MAX_REPLY_BYTES)
         limits.start(time.monotonic() + min(COUNT_TIMEOUT_S, max(request.timeout_s, 0.001)))
         try:

@@ -12,14 +12,8 @@ from typing import Any, ClassVar
 
 from subagent_lab.core.evidence import constrain_evidence
 from subagent_lab.core.policy import Policy, RunView
+from subagent_lab.core.prompts import ABSENT_PROMPT, CHECK_PROMPT
 
-CHECK_PROMPT = (
-    'Before your final answer, one question. The task was: "{task}"\nLook at the code the tools '
-    'showed you. Does it contain what the task looks for, or not? Reply {{"found": "yes"}} if it '
-    'does, {{"found": "no"}} if the workspace has no such code.'
-)
-"""The task is restated: asked only whether the tools showed what the task asks for, a small model
-says "yes" whatever the code holds (docs/design.md, ``AbsenceCheck``)."""
 CHECK_TASK_CHARS = 600
 CHECK_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -27,10 +21,6 @@ CHECK_SCHEMA: dict[str, Any] = {
     "required": ["found"],
     "additionalProperties": False,
 }
-ABSENT_PROMPT = (
-    " You found that it does not exist in the workspace: cite no evidence, and say in the summary "
-    "that there is no such code."
-)
 
 
 @dataclass

@@ -8,11 +8,7 @@ from typing import Annotated
 from pydantic import Field
 
 from subagent_lab.core.policy import FINISH, ActionMenu, Policy, RunView
-
-NUDGE_PROMPT = (
-    "You have not looked at the workspace yet. Do not guess: call a tool first (search for a name "
-    "from the task), then answer from what you saw."
-)
+from subagent_lab.core.prompts import NUDGE_PROMPT
 
 
 @dataclass

@@ -66,6 +66,8 @@ def test_an_endpoint_serving_another_model_ends_the_run(
     assert result.terminal_reason == "model_mismatch" and result.status == "failed"
     assert asked in result.detail and other in result.detail
     assert result.served_model_ids == [other] and result.model_calls == 1
+    # It stopped rather than fell back, and the model that answered is the one reported.
+    assert result.fallback is False and result.model_id == other
     assert result.usage.total_tokens > 0  # the call that revealed it was made and is charged
     assert result.tool_usage == {}  # nothing the other model chose was run
     events = read_trace(result.trace_path)
@@ -80,7 +82,7 @@ def test_a_profile_that_allows_a_fallback_runs_on_and_says_so(
     replies = [_served_by(other, act("Grep", pattern="def login")), _served_by(other, answer(LOGIN_ANSWER))]
     result, _ = _launch(config, workspace, tmp_path, replies, allow_model_fallback=True)
     assert result.terminal_reason == "completed", result.detail
-    assert result.fallback and result.served_model_ids == [other]
+    assert result.fallback and result.served_model_ids == [other] and result.model_id == other
 
 
 def test_a_dated_snapshot_of_the_model_is_no_fallback(
@@ -94,3 +96,4 @@ def test_a_dated_snapshot_of_the_model_is_no_fallback(
     result, _ = _launch(config, workspace, tmp_path, replies)
     assert result.terminal_reason == "completed", result.detail
     assert not result.fallback and result.served_model_ids == [snapshot]
+    assert result.model_id == config.models["light"].model  # type: ignore[union-attr]

@@ -26,7 +26,15 @@ from typing import Any, TypeGuard
 
 import pandas as pd
 
-from subagent_lab.analysis.headline import comparison_sentences, lift_table, readable, readable_lift
+from subagent_lab.analysis.headline import (
+    ARM,
+    BASELINE,
+    comparison_sentences,
+    is_floor,
+    lift_table,
+    readable,
+    readable_lift,
+)
 from subagent_lab.analysis.summary import (
     headline,
     plot_budget_curve,
@@ -144,13 +152,29 @@ def run_drilldown(row: pd.Series) -> str:
 def comparisons_html(df: pd.DataFrame) -> str:
     """The page's lead: one sentence per paired comparison, then quality and lift over the no-model
     baseline per split, scaffold and model (95% bootstrap intervals over tasks)."""
-    sentences = comparison_sentences(df) or ["No two models ran on the same tasks: no paired comparison."]
+    sentences = lead_sentences(df) or ["No two models ran on the same tasks: no paired comparison."]
     lead = "".join(f"<p class='sl-lead'>{_e(s)}</p>" for s in sentences)
     return (
         "<h2>Comparisons</h2>" + lead + "<p class='sl-muted'>Intervals: bootstrap 95% over tasks (and "
         "repeats where sampled); differences paired by task; docs/numbers.md says how each is computed."
         "</p>" + _table(readable_lift(lift_table(df)))
     )
+
+
+def lead_sentences(df: pd.DataFrame) -> list[str]:
+    """The paired comparisons a report leads with: main against light where both ran; else each
+    other pair of arms that ran on the same tasks, the floors (``retrieval``, ``none``) included
+    (models before floors, the no-model baseline last: ``retrieval − none = ...``)."""
+    found = comparison_sentences(df)
+    if found or df.empty or ARM not in df.columns or "task_id" not in df.columns:
+        return found
+    arms = sorted({str(a) for a in df[ARM].dropna()}, key=lambda a: (is_floor(a), a == BASELINE, a))
+    tasks = {arm: set(df.loc[df[ARM].astype(str) == arm, "task_id"]) for arm in arms}
+    for i, a in enumerate(arms):
+        for b in arms[i + 1 :]:
+            if tasks[a] & tasks[b]:
+                found += [s for s in comparison_sentences(df, a, b) if " (0 tasks" not in s]
+    return found
 
 
 def _number(value: Any) -> TypeGuard[float]:

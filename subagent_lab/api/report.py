@@ -26,15 +26,7 @@ from typing import Any, TypeGuard
 
 import pandas as pd
 
-from subagent_lab.analysis.headline import (
-    ARM,
-    BASELINE,
-    comparison_sentences,
-    is_floor,
-    lift_table,
-    readable,
-    readable_lift,
-)
+from subagent_lab.analysis.headline import lead_sentences, lift_table, readable, readable_lift
 from subagent_lab.analysis.summary import (
     headline,
     plot_budget_curve,
@@ -159,22 +151,6 @@ def comparisons_html(df: pd.DataFrame) -> str:
         "repeats where sampled); differences paired by task; docs/numbers.md says how each is computed."
         "</p>" + _table(readable_lift(lift_table(df)))
     )
-
-
-def lead_sentences(df: pd.DataFrame) -> list[str]:
-    """The paired comparisons a report leads with: main against light where both ran; else each
-    other pair of arms that ran on the same tasks, the floors (``retrieval``, ``none``) included
-    (models before floors, the no-model baseline last: ``retrieval − none = ...``)."""
-    found = comparison_sentences(df)
-    if found or df.empty or ARM not in df.columns or "task_id" not in df.columns:
-        return found
-    arms = sorted({str(a) for a in df[ARM].dropna()}, key=lambda a: (is_floor(a), a == BASELINE, a))
-    tasks = {arm: set(df.loc[df[ARM].astype(str) == arm, "task_id"]) for arm in arms}
-    for i, a in enumerate(arms):
-        for b in arms[i + 1 :]:
-            if tasks[a] & tasks[b]:
-                found += [s for s in comparison_sentences(df, a, b) if " (0 tasks" not in s]
-    return found
 
 
 def _number(value: Any) -> TypeGuard[float]:

@@ -128,6 +128,7 @@ def test_every_run_of_a_recorded_study_round_trips(tmp_path: Path) -> None:
     with the row's score, parent and children nested; no model ran, so no span and no sample
     shows the tokens the harness estimated for its budgets (the rows keep those)."""
     from subagent_lab.experiments.delegation import Cell, DelegationSpec, run_study
+    from subagent_lab.experiments.delegation_ledger import answer_evidence
 
     cells = (Cell(arm="alone"), Cell(arm="forced-delegation"))
     spec = DelegationSpec(splits=("dev",), tasks_per_split=1, cells=cells, baseline=True)
@@ -140,6 +141,8 @@ def test_every_run_of_a_recorded_study_round_trips(tmp_path: Path) -> None:
     for row in df.to_dict("records"):
         sample = samples[row["run_key"]]
         assert sample.scores["quality"].value == row["quality"]
+        # The answer scored: the path:line items of the parent's answer, as the study scores them.
+        assert sample.scores["quality"].answer == "\n".join(answer_evidence(row["answer"]))
         assert sample.metadata["terminal_reason"] == row["terminal_reason"] == "completed"
         parent, *children = _spans(sample)
         assert len(children) == row["sub_agents"] and all(c.parent_id == parent.id for c in children)
@@ -147,6 +150,7 @@ def test_every_run_of_a_recorded_study_round_trips(tmp_path: Path) -> None:
         assert parent.metadata["total_tokens"] == 0 and parent.metadata["no_model"]
         assert all(c.metadata["total_tokens"] == 0 for c in children)
         assert sample.model_usage == {}
+    assert any(sample.scores["quality"].answer for sample in samples.values())
 
 
 def test_without_inspect_ai_the_error_says_how_to_install(

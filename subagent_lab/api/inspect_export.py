@@ -249,7 +249,11 @@ def _times(
 
 
 def _evidence(row: dict[str, Any], contract: dict[str, Any] | None) -> str:
-    """The evidence the score was computed from: the row's ``evidence`` column, else the answer's."""
+    """The evidence the score was computed from, one item a line: the row's ``evidence`` column,
+    else the contract's, else the ``path:line`` items of a parent's answer (as the delegation study
+    scores it, ``delegation_ledger.answer_evidence``)."""
+    from subagent_lab.experiments.delegation_ledger import answer_evidence
+
     items: Any = row.get("evidence")
     if isinstance(items, str):
         try:
@@ -257,8 +261,11 @@ def _evidence(row: dict[str, Any], contract: dict[str, Any] | None) -> str:
         except ValueError:
             items = [items]
     if not isinstance(items, list):
-        items = (contract or {}).get("evidence") or []
-    return "\n".join(str(item) for item in items) if isinstance(items, list) else str(items)
+        items = (contract or {}).get("evidence")
+    if not isinstance(items, list):
+        text = row.get("answer") if isinstance(row.get("answer"), str) else (contract or {}).get("answer")
+        items = answer_evidence(text) if isinstance(text, str) else []
+    return "\n".join(str(item) for item in items)
 
 
 def _answer(contract: dict[str, Any] | None) -> str:

@@ -97,3 +97,21 @@ def test_a_dated_snapshot_of_the_model_is_no_fallback(
     assert result.terminal_reason == "completed", result.detail
     assert not result.fallback and result.served_model_ids == [snapshot]
     assert result.model_id == config.models["light"].model  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("served", "reason", "choice_fell_back", "expected"),
+    [
+        ([], "completed", False, ("asked-1b", False)),  # nothing reported: the configured id
+        (["asked-1b-2026-01-01"], "completed", False, ("asked-1b", False)),  # a snapshot: the same model
+        (["other-7b"], "completed", False, ("other-7b", True)),  # allowed, went on: a fallback
+        (["other-7b"], "model_mismatch", False, ("other-7b", False)),  # stopped: no fallback
+        (["other-7b"], "model_mismatch", True, ("other-7b", True)),  # light fell back to main before
+    ],
+)
+def test_served_identity(
+    served: list[str], reason: str, choice_fell_back: bool, expected: tuple[str, bool]
+) -> None:
+    from subagent_lab.agents.result import served_identity
+
+    assert served_identity("asked-1b", choice_fell_back, served, reason) == expected

@@ -113,6 +113,8 @@ def native_reply(body: dict[str, Any]) -> dict[str, Any]:
         for t in body.get("tools") or []
         if isinstance(t, dict) and isinstance(t.get("function"), dict) and "name" in t["function"]
     }
+    if not tools:  # no tool it can name: the text protocol's reply
+        return {"role": "assistant", "content": reply_for(body)}
     results = [str(m.get("content") or "") for m in messages if m.get("role") == "tool"]
     place = next((m.group(1) for text in results for m in [_PLACE.search(text)] if m), ".")
     prefer = {"pattern": _task_word(messages), "thought": "", "summary": "Found it.", "path": place}
@@ -241,7 +243,11 @@ class FakeEndpoint:
                 body = json.loads(raw or b"{}")
                 native = bool(body.get("tools"))
                 message = native_reply(body) if native else None
-                text = json.dumps(message["tool_calls"]) if message else reply_for(body)
+                text = (
+                    json.dumps(message.get("tool_calls") or message["content"])
+                    if message
+                    else reply_for(body)
+                )
                 with fake._lock:
                     fake.in_flight += 1
                     fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
@@ -261,7 +267,9 @@ class FakeEndpoint:
                             {
                                 "index": 0,
                                 "message": message or {"role": "assistant", "content": text},
-                                "finish_reason": "tool_calls" if native else "stop",
+                                "finish_reason": "tool_calls"
+                                if message and message.get("tool_calls")
+                                else "stop",
                             }
                         ],
                         "usage": {

@@ -283,6 +283,12 @@ def test_a_child_path_out_of_the_exported_directory_is_not_followed(
     child.symlink_to(outside)
     log = inspect_log.read_eval_log(str(inspect_export.to_inspect(here, tmp_path / "l.eval")))
     assert "SECRET-OUTSIDE" not in log.samples[0].model_dump_json()
+    # A sweep's row naming a trace out of the sweep's directory is not read either.
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "results.jsonl").write_text(json.dumps({"run_key": "k", "trace_path": str(outside)}) + "\n")
+    (sample,) = inspect_log.read_eval_log(str(inspect_export.to_inspect(sweep, tmp_path / "s.eval"))).samples
+    assert "SECRET-OUTSIDE" not in sample.model_dump_json() and _spans(sample) == []
     # The child where it belongs is followed (the check above is not a refusal of every child).
     child.unlink()
     child.write_bytes(outside.read_bytes())

@@ -11,7 +11,11 @@ itself. ``POST /v1/chat/completions`` answers in microseconds from a script:
   schema: for an action turn, ``Grep`` before any tool result, then ``Read``, then ``finish``; any
   other schema (the final answer) filled with the first allowed value of every field (so the
   evidence is a line the harness listed as citable);
-- without one, the same order written as the flat action protocol, then a plain answer.
+- without one, the same order written as the flat action protocol, then a plain answer;
+- with ``tools`` (a native-tools client: ``tool_protocol: native``, ``LLM_TOOL_PROTOCOL=native``),
+  the same order as ``tool_calls`` (``Grep``, then ``Read`` of a file the results named, then
+  ``finish``), and the final answer as a ``final_answer`` call when the request offers that tool,
+  its arguments the smallest instance of the tool's parameters.
 
 ``statuses`` is a cycle of HTTP statuses per request (``200`` answers, anything else is an error
 body with that status), e.g. ``429,200`` to rate-limit every other request or ``500`` for a replica
@@ -96,6 +100,34 @@ def reply_for(body: dict[str, Any]) -> str:
         args = {"pattern": prefer["pattern"]} if results == 0 else {"path": ".", "line": 1}
         return json.dumps({"thought": "", "tool": _ORDER[results], **args})
     return json.dumps({"status": "completed", "summary": "Found it.", "findings": [], "evidence": []})
+
+
+_PLACE = re.compile(r"([\w./-]+\.\w+):\d+")
+
+
+def native_reply(body: dict[str, Any]) -> dict[str, Any]:
+    """The scripted assistant message for a request that offers ``tools``: one tool call."""
+    messages = body.get("messages", [])
+    tools = {
+        t["function"]["name"]: t["function"].get("parameters") or {}
+        for t in body.get("tools") or []
+        if isinstance(t, dict) and isinstance(t.get("function"), dict) and "name" in t["function"]
+    }
+    if not tools:  # no tool it can name: the text protocol's reply
+        return {"role": "assistant", "content": reply_for(body)}
+    results = [str(m.get("content") or "") for m in messages if m.get("role") == "tool"]
+    place = next((m.group(1) for text in results for m in [_PLACE.search(text)] if m), ".")
+    prefer = {"pattern": _task_word(messages), "thought": "", "summary": "Found it.", "path": place}
+    if "final_answer" in tools:
+        name = "final_answer"
+    else:
+        name = next((n for n in _ORDER[min(len(results), 2) :] + _ORDER if n in tools), next(iter(tools)))
+    call = {
+        "id": f"call-{len(results) + 1}",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(instance(tools[name], prefer))},
+    }
+    return {"role": "assistant", "content": None, "tool_calls": [call]}
 
 
 class FakeEndpoint:
@@ -209,7 +241,13 @@ class FakeEndpoint:
                     self._send(status, {"error": {"message": f"fake endpoint says {status}"}})
                     return
                 body = json.loads(raw or b"{}")
-                text = reply_for(body)
+                native = bool(body.get("tools"))
+                message = native_reply(body) if native else None
+                text = (
+                    json.dumps(message.get("tool_calls") or message["content"])
+                    if message
+                    else reply_for(body)
+                )
                 with fake._lock:
                     fake.in_flight += 1
                     fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
@@ -228,8 +266,10 @@ class FakeEndpoint:
                         "choices": [
                             {
                                 "index": 0,
-                                "message": {"role": "assistant", "content": text},
-                                "finish_reason": "stop",
+                                "message": message or {"role": "assistant", "content": text},
+                                "finish_reason": "tool_calls"
+                                if message and message.get("tool_calls")
+                                else "stop",
                             }
                         ],
                         "usage": {

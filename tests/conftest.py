@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parent.parent
 def _no_llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Environment overrides from the developer's shell must not leak into unit tests."""
     for prefix in ("LLM_", "LIGHT_LLM_"):
-        for suffix in ("BASE_URL", "MODEL_ID", "API_KEY"):
+        for suffix in ("BASE_URL", "MODEL_ID", "API_KEY", "TOOL_PROTOCOL"):
             monkeypatch.delenv(prefix + suffix, raising=False)
     monkeypatch.delenv("SUBAGENT_LAB_CONFIG", raising=False)
 

@@ -40,8 +40,17 @@ def test_budget_admits_a_call_only_when_prompt_and_output_cap_fit_the_money_left
     with pytest.raises(LimitReached) as refused:
         budget.admit(250, 100)  # $50 left after the prompt: 25 tokens < the 48 a call needs
     assert refused.value.reason == "cost_budget" and "cost cap" in refused.value.detail
-    with pytest.raises(LimitReached):
+    with pytest.raises(LimitReached) as reserved:
         budget.admit(100, 500, reserve_output=60)  # keeping a final answer ($220) leaves too little
+    # The refusal says what was kept back: the call alone ($196) would fit in the $300 left.
+    detail = reserved.value.detail
+    assert (
+        "$300.000000 left" in detail and "(100 prompt tokens + 48 output tokens) costs $196.000000" in detail
+    )
+    assert (
+        "final answer's reserve" in detail and "(100 prompt tokens + 60 output tokens) $220.000000" in detail
+    )
+    assert "$416.000000 in all" in detail
     budget.charge(budget.used.model_copy(update={"prompt_tokens": 10, "completion_tokens": 5}))
     assert account.spent_usd == pytest.approx(720.0)  # charged tokens, at the model's prices
 
@@ -147,3 +156,24 @@ def test_parent_cap_covers_its_verification_child(config: LabConfig, workspace: 
     assert child_cap == pytest.approx(cap - result.cost_usd)  # what the parent's own call left
     assert child.cost_usd > 0 and result.total_cost_usd == pytest.approx(result.cost_usd + child.cost_usd)
     assert result.verdict == "PASS"
+
+
+def test_a_cap_on_a_model_priced_zero_says_it_cannot_bind(
+    config: LabConfig, make_launcher: LauncherFactory
+) -> None:
+    """A model priced $0 (an endpoint configured without prices, the no-model floors): a cap there
+    never stops a call, and says so instead of running silently as if capped."""
+    from subagent_lab.config.build import CostCapInert
+
+    script = [tool_call("Grep", pattern="def login"), final(LOGIN_ANSWER)]
+    launcher, _ = make_launcher(script, _priced(config, 0.0, 0.0))
+    with pytest.warns(CostCapInert, match=r"cost_budget_usd 0\.01 has no effect on model .* priced \$0"):
+        result = launcher.launch(SubagentRequest(task="Where is login?", overrides={"cost_budget_usd": 0.01}))
+    assert result.terminal_reason == "completed"
+    # A priced model's cap binds, and says nothing of the kind.
+    launcher, _ = make_launcher(list(script), _priced(config))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CostCapInert)
+        launcher.launch(SubagentRequest(task="Where is login?", overrides={"cost_budget_usd": 1e9}))

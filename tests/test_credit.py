@@ -114,3 +114,23 @@ def test_credit_by_swap_counts_children_that_helped_hurt_or_did_nothing() -> Non
     assert counts == [2, 0, 0, 1]
     assert light_main["contribution"] == 0.0
     assert (main_none["children"], main_none["helped"], main_none["live_tokens"]) == (1, 1, 100)
+
+
+def test_a_baseline_study_gives_an_empty_table_and_says_why(tmp_path: Path) -> None:
+    """On the no-model baseline every child is ``none``: no swap applies (``none`` is the same,
+    ``other`` is for light and main), so the table is empty, and says so instead of nothing."""
+    import pytest
+
+    from subagent_lab.api.credit import EmptyCreditTable
+
+    cells = (Cell(arm="alone"), Cell(arm="forced-delegation"))
+    spec = DelegationSpec(splits=("dev",), tasks_per_split=1, cells=cells, baseline=True)
+    study = run_study(spec, out_dir=tmp_path)
+    assert study["sub_agents"].sum() == 1
+    with pytest.warns(EmptyCreditTable) as caught:
+        df = study_credit_table(study)
+    assert df.empty and list(df.columns) == ["run_key", "split", "task_id", "cell", *CREDIT_COLUMNS]
+    why = df.attrs["empty_reason"]
+    assert str(caught[0].message) == why
+    assert "from 2 study runs" in why and "1 without a child" in why
+    assert "ran on 'none'" in why and "baseline study" in why

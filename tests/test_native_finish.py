@@ -252,3 +252,39 @@ def test_an_endpoint_that_decodes_under_the_grammar_is_taken_at_its_word(
     result, _ = _launch(config, workspace, tmp_path, StrictEndpoint(replies))
     assert result.terminal_reason == "invalid_output"
     assert "evidence items must look like" in result.detail
+
+
+def test_the_fake_endpoint_answers_the_native_protocol_which_the_environment_selects(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """Offline, the native-tools path end to end: ``LLM_TOOL_PROTOCOL``/``LIGHT_LLM_TOOL_PROTOCOL``
+    set ``tool_protocol``, and ``benchmarks/fake_endpoint.py`` answers a request offering ``tools``
+    with ``tool_calls`` (a search, a read, ``finish``, then a ``final_answer`` call)."""
+    import sys
+
+    from conftest import REPO
+
+    from subagent_lab.config.profiles import load_config
+    from subagent_lab.core.trace import ModelCalled, read_trace
+    from subagent_lab.core.types import ConfigError
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from fake_endpoint import FakeEndpoint
+
+    with pytest.raises(ConfigError, match=r"models\.main\.tool_protocol"):
+        load_config(REPO / "profiles.yaml", env={"LLM_TOOL_PROTOCOL": "tools"})
+    with FakeEndpoint(max_requests=60, max_seconds=60) as fake:
+        given = (("BASE_URL", fake.url), ("MODEL_ID", "fake"), ("TOOL_PROTOCOL", "native"))
+        env = {f"{prefix}{key}": value for prefix in ("LLM_", "LIGHT_LLM_") for key, value in given}
+        config = load_config(REPO / "profiles.yaml", env=env)
+        assert {config.models[c].tool_protocol for c in ("main", "light")} == {"native"}  # type: ignore[union-attr]
+        config = config.model_copy(update={"trace_dir": str(tmp_path / "runs")})
+        launcher = SubagentLauncher(config, workspace, trace_dir=tmp_path / "runs")
+        result = launcher.launch(SubagentRequest(task="Where is `login` defined?"))
+    assert result.terminal_reason == "completed", result.detail
+    calls = [e for e in read_trace(result.trace_path) if isinstance(e, ModelCalled)]
+    assert calls and all(e.finish_reason == "tool_calls" for e in calls)  # every reply a tool call
+    names = [c["name"] for e in calls for c in e.tool_calls]
+    assert names[0] in ("Grep", "Read", "finish") and "finish" in names, names
+    assert calls[-1].purpose == "final" and result.contract is not None
+    assert fake.answered == {200: len(calls)}

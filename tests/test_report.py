@@ -90,3 +90,26 @@ def test_cli_report(swept: Path, tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert cli_main(["report", str(swept)]) == 0 and (swept / "report.html").is_file()
     assert cli_main(["report", str(tmp_path / "nothing-here")]) == 2
     assert "not a sweep directory" in capsys.readouterr().err
+
+
+def _floor_rows(tasks_none: list[str], tasks_retrieval: list[str]) -> pd.DataFrame:
+    rows = [
+        {"run_key": f"{t}|{arm}", "task_id": t, "model_choice": arm, "split": "dev", "scaffold": "aided",
+         "quality": q, "terminal_reason": "completed"}
+        for arm, tasks, q in (("none", tasks_none, 0.25), ("retrieval", tasks_retrieval, 0.5))
+        for t in tasks
+    ]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_a_no_model_sweep_is_compared_arm_against_arm() -> None:
+    """``none`` and ``retrieval`` on the same tasks are two arms run on the same tasks: the lead
+    compares them rather than saying that no two models did."""
+    from subagent_lab.api.report import comparisons_html
+
+    page = comparisons_html(_floor_rows(["a", "b", "c"], ["a", "b", "c"]))
+    assert "No two models ran on the same tasks" not in page
+    assert "retrieval − none = +0.25" in page and "(3 tasks" in page
+    # Arms on different tasks are still no paired comparison.
+    apart = comparisons_html(_floor_rows(["a", "b"], ["c", "d"]))
+    assert "No two models ran on the same tasks" in apart

@@ -66,6 +66,8 @@ def test_an_endpoint_serving_another_model_ends_the_run(
     assert result.terminal_reason == "model_mismatch" and result.status == "failed"
     assert asked in result.detail and other in result.detail
     assert result.served_model_ids == [other] and result.model_calls == 1
+    # It stopped rather than fell back, and the model that answered is the one reported.
+    assert result.fallback is False and result.model_id == other
     assert result.usage.total_tokens > 0  # the call that revealed it was made and is charged
     assert result.tool_usage == {}  # nothing the other model chose was run
     events = read_trace(result.trace_path)
@@ -80,7 +82,7 @@ def test_a_profile_that_allows_a_fallback_runs_on_and_says_so(
     replies = [_served_by(other, act("Grep", pattern="def login")), _served_by(other, answer(LOGIN_ANSWER))]
     result, _ = _launch(config, workspace, tmp_path, replies, allow_model_fallback=True)
     assert result.terminal_reason == "completed", result.detail
-    assert result.fallback and result.served_model_ids == [other]
+    assert result.fallback and result.served_model_ids == [other] and result.model_id == other
 
 
 def test_a_dated_snapshot_of_the_model_is_no_fallback(
@@ -94,3 +96,22 @@ def test_a_dated_snapshot_of_the_model_is_no_fallback(
     result, _ = _launch(config, workspace, tmp_path, replies)
     assert result.terminal_reason == "completed", result.detail
     assert not result.fallback and result.served_model_ids == [snapshot]
+    assert result.model_id == config.models["light"].model  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("served", "reason", "choice_fell_back", "expected"),
+    [
+        ([], "completed", False, ("asked-1b", False)),  # nothing reported: the configured id
+        (["asked-1b-2026-01-01"], "completed", False, ("asked-1b", False)),  # a snapshot: the same model
+        (["other-7b"], "completed", False, ("other-7b", True)),  # allowed, went on: a fallback
+        (["other-7b"], "model_mismatch", False, ("other-7b", False)),  # stopped: no fallback
+        (["other-7b"], "model_mismatch", True, ("other-7b", True)),  # light fell back to main before
+    ],
+)
+def test_served_identity(
+    served: list[str], reason: str, choice_fell_back: bool, expected: tuple[str, bool]
+) -> None:
+    from subagent_lab.agents.result import served_identity
+
+    assert served_identity("asked-1b", choice_fell_back, served, reason) == expected

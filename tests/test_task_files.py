@@ -9,6 +9,7 @@ import json
 import subprocess
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -207,8 +208,68 @@ def test_legacy_suites_load_and_resolve_as_before() -> None:
 
 def test_committed_schema_is_the_models() -> None:
     assert json.loads(SCHEMA_PATH.read_text(encoding="utf-8")) == task_file_schema(), (
-        "docs/task-file.schema.json is stale: regenerate it with `subagent-lab schema --tasks`"
+        "docs/task-file.schema.json is stale: regenerate it with "
+        "`subagent-lab schema --tasks > docs/task-file.schema.json`"
     )
+
+
+def _schema_validator() -> Any:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def test_the_docs_examples_are_valid_under_the_schema(tmp_path: Path) -> None:
+    """Every task file written out in docs/task-files.md passes the committed schema (as an editor
+    pointed at it checks it) and the loader."""
+    import yaml
+
+    text = (SCHEMA_PATH.parent / "task-files.md").read_text(encoding="utf-8")
+    blocks = [b.split("```", 1)[0] for b in text.split("```yaml\n")[1:]]
+    examples = [b for b in blocks if "tasks:" in b]
+    assert examples, "docs/task-files.md shows no task file"
+    validator = _schema_validator()
+    for i, example in enumerate(examples):
+        problems = [
+            f"{'/'.join(map(str, e.path))}: {e.message}"
+            for e in validator.iter_errors(yaml.safe_load(example))
+        ]
+        assert problems == []
+        assert load_suite(_write(tmp_path / f"example{i}.yaml", example))
+
+
+SCHEMA_CASES = [
+    # A file-level default: its tasks need no workspace of their own (the schema required one).
+    ("workspace: {dir: proj}\ntasks:\n  - {id: a, prompt: 'Where is a defined?'}\n", True),
+    ("workspace: {dir: proj}\ntasks:\n  - {id: a, prompt: 'Where is a defined?', workspace: {dir: b}}\n",
+     True),
+    # No default: each task names one (or a package: its installed directory).
+    ("tasks:\n  - {id: a, prompt: 'Where is a defined?'}\n", False),
+    ("workspace: null\ntasks:\n  - {id: a, prompt: 'Where is a defined?'}\n", False),
+    ("tasks:\n  - {id: a, prompt: 'Where is a defined?', workspace: {dir: proj}}\n", True),
+    ("tasks:\n  - {id: a, prompt: 'Where is a defined?', package: calc}\n", True),
+    ("tasks:\n  - {id: a, prompt: 'Where is a defined?', package: calc, workspace: installed}\n", True),
+    ("tasks:\n  - {id: a, prompt: 'Where is a defined?', workspace: installed}\n", False),
+    ("workspace: installed\ntasks:\n  - {id: a, prompt: 'Where is a defined?'}\n", False),
+    ("workspace: installed\ntasks:\n  - {id: a, prompt: 'Where is a defined?', package: calc}\n", True),
+    ("workspace: {dir: proj}\ntasks:\n  - {id: a, prompt: 'short'}\n", False),
+    ("workspace: {dir: proj}\ntasks:\n  - {id: a, prompt: 'Where is a defined?', colour: red}\n", False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "valid"), SCHEMA_CASES)
+def test_the_schema_accepts_what_the_loader_accepts(text: str, valid: bool, tmp_path: Path) -> None:
+    import yaml
+
+    path = _write(tmp_path / "t.yaml", text)
+    try:
+        load_suite(path)
+        loads = True
+    except ConfigError:
+        loads = False
+    errors = list(_schema_validator().iter_errors(yaml.safe_load(text)))
+    assert loads is valid and (not errors) is valid, [e.message for e in errors]
 
 
 # ---------------------------------------------------------------------------- sweeps over a task file

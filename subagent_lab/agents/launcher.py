@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from subagent_lab.agents.plan import ModelUse, ParentLink, RunPlan, SubagentRequest, plan_run, resolve_profile
-from subagent_lab.agents.result import SubagentResult, cost_usd
+from subagent_lab.agents.result import SubagentResult, cost_usd, served_identity
 from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile
 from subagent_lab.core.loop import LoopOutcome, run_loop
-from subagent_lab.core.model import Model, same_model
+from subagent_lab.core.model import Model
 from subagent_lab.core.policy import policy_names
 from subagent_lab.core.trace import RunEnded, SubagentEvent, TraceWriter, new_id, to_json
 from subagent_lab.core.types import ModelChoice, TerminalReason
@@ -143,6 +143,9 @@ class SubagentLauncher:
         profile, model = plan.profile, plan.model
         assert isinstance(profile, RuntimeProfile)  # a child's plan (``plan_run``)
         grammar, checked = self.config.grammar_aids(profile.scaffold, model.used)
+        model_id, fallback = served_identity(
+            model.config.model, model.fallback, outcome.served_model_ids, outcome.terminal_reason
+        )
         result = SubagentResult(
             run_id=plan.run_id,
             session_id=self.session_id,
@@ -150,10 +153,10 @@ class SubagentLauncher:
             **outcome.model_dump(),
             model_choice=model.choice,
             model_used=model.used,
-            model_id=model.config.model,
-            # Also a fallback: the endpoint served another model than asked, and the profile allowed it.
-            fallback=model.fallback
-            or any(not same_model(model.config.model, s) for s in outcome.served_model_ids),
+            # The model that answered; a fallback also when the endpoint served another model than
+            # asked and the profile let the run go on with it (a ``model_mismatch`` run stopped).
+            model_id=model_id,
+            fallback=fallback,
             cost_usd=cost_usd(outcome.usage, model.config),
             seed=plan.spec.seed,
             temperature=plan.spec.temperature,

@@ -26,6 +26,7 @@ from subagent_lab.agents.result import (
     child_record,
     cost_usd,
     roll_up,
+    served_identity,
     unwrap_answer,
 )
 from subagent_lab.agents.task_tool import (
@@ -39,7 +40,7 @@ from subagent_lab.agents.verify import Verifier
 from subagent_lab.config.agent_profile import AgentProfile
 from subagent_lab.config.profiles import LabConfig
 from subagent_lab.core.loop import LoopOutcome, run_loop
-from subagent_lab.core.model import Model, same_model
+from subagent_lab.core.model import Model
 from subagent_lab.core.permissions import AskPolicy
 from subagent_lab.core.tool import ToolError
 from subagent_lab.core.trace import PromptAdded, RunEnded, TraceWriter, new_id, to_json
@@ -286,6 +287,9 @@ class MainAgent:
             )
         children = [child_record(r, "task") for r in ctx.task.results]
         children += [child_record(c, "verification") for _, c in checks if c is not None]
+        model_id, fallback = served_identity(
+            plan.model.config.model, plan.model.fallback, outcome.served_model_ids, outcome.terminal_reason
+        )
         return MainRunResult(
             **merged,
             **roll_up(plan.model.used, outcome.usage, cost_usd(outcome.usage, plan.model.config), children),
@@ -295,9 +299,8 @@ class MainAgent:
             task=plan.task,
             answer=answer,
             model_used=plan.model.used,
-            model_id=plan.model.config.model,
-            fallback=plan.model.fallback
-            or any(not same_model(plan.model.config.model, s) for s in outcome.served_model_ids),
+            model_id=model_id,
+            fallback=fallback,
             children=children,
             verifications=[record for record, _ in checks],
             verdict=verdict,

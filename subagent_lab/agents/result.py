@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from subagent_lab.config.profiles import ModelConfig
 from subagent_lab.core.loop import LoopOutcome
+from subagent_lab.core.model import same_model
 from subagent_lab.core.types import ModelChoice, Usage
 
 Verdict = Literal["PASS", "FAIL", "PARTIAL", "UNVERIFIED"]
@@ -102,6 +103,16 @@ class SubagentResult(RunResult):
         if self.contract and "verdict" in self.contract:
             return f"{self.contract['verdict']}: " + "; ".join(self.contract.get("reasons", []))
         return f"Sub-agent ended without a result ({self.terminal_reason}): {self.detail[:300]}"
+
+
+def served_identity(asked: str, fallback: bool, served: list[str], terminal_reason: str) -> tuple[str, bool]:
+    """The run's ``model_id`` and ``fallback``: the model the endpoint reported serving when it was
+    another than ``asked`` (the configured id), and whether the run went on with it. A run ended
+    ``model_mismatch`` did not fall back: it stopped (``fallback`` then only says the choice itself
+    fell back, e.g. light to main)."""
+    other = [model for model in served if not same_model(asked, model)]
+    went_on = bool(other) and terminal_reason != "model_mismatch"
+    return (other[-1] if other else asked), fallback or went_on
 
 
 def cost_usd(usage: Usage, model: ModelConfig) -> float:

@@ -175,6 +175,22 @@ def comparison_sentences(
     return sentences
 
 
+def lead_sentences(df: pd.DataFrame) -> list[str]:
+    """The paired comparisons a report leads with: main against light where both ran; else each
+    other pair of arms that ran on the same tasks, the floors (``retrieval``, ``none``) included
+    (models before floors, the no-model baseline last: ``retrieval − none = ...``)."""
+    found = comparison_sentences(df)
+    if found or df.empty or ARM not in df.columns or "task_id" not in df.columns:
+        return found
+    arms = sorted({str(a) for a in df[ARM].dropna()}, key=lambda a: (is_floor(a), a == BASELINE, a))
+    tasks = {arm: set(df.loc[df[ARM].astype(str) == arm, "task_id"]) for arm in arms}
+    for i, a in enumerate(arms):
+        for b in arms[i + 1 :]:
+            if tasks[a] & tasks[b]:
+                found += [s for s in comparison_sentences(df, a, b) if " (0 tasks" not in s]
+    return found
+
+
 def floor_sentences(df: pd.DataFrame, value: str = "quality", floors: Collection[str] = FLOORS) -> list[str]:
     """One sentence per split x scaffold x model that is no floor: its lift over the strongest
     floor, on all tasks, then on the present and the absent tasks apart, e.g. "main − `retrieval`

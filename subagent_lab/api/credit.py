@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ from subagent_lab.api.runs import ConfigArg
 from subagent_lab.api.views import RunLike
 from subagent_lab.bench.suite import BenchTask
 from subagent_lab.core.trace import RunEnded, RunStarted, read_trace
+from subagent_lab.core.types import FLOOR_CHOICES
 
 if TYPE_CHECKING:
     from subagent_lab.experiments.delegation_replay import StudyRow
@@ -98,10 +100,12 @@ def child_credit(
     recorded_score = scorer(recorded)
     parent_run = _run_id(identity.recorded_trace)
     rows: list[dict[str, Any]] = []
+    unswapped: list[str] = []
     for child in identity.children:
         for wanted in swaps:
             to = OTHER_MODEL.get(child.model_choice) if wanted == "other" else wanted
             if to is None or to == child.model_choice:
+                unswapped.append(child.model_choice)
                 continue
             started = time.monotonic()
             replay = replay_parent(run, {child.index: {"model": to}}, **options)
@@ -122,6 +126,7 @@ def child_credit(
             )
     df = pd.DataFrame(rows, columns=list(CREDIT_COLUMNS))
     df.attrs.update(checked, identity_live_calls=identity.live_calls, recorded_trace=identity.recorded_trace)
+    df.attrs["unswapped"] = unswapped  # each child's recorded choice, once per swap that was the same
     return df
 
 
@@ -215,13 +220,50 @@ def study_credit_table(
     with each run's rows as soon as they are made (to write them down before the next run).
     """
     frames: list[pd.DataFrame] = []
+    left_out = {"crashed": 0, "without a child": 0, "done before": 0}
+    unswapped: list[str] = []
     for _, row in rows.iterrows():
-        if row.get("terminal_reason") == "crashed" or not row.get("sub_agents") or row["run_key"] in done:
-            continue
-        df = study_credit(row, score, swaps=swaps, config=config, live=live, child_live=child_live)
-        if on_run is not None:
-            on_run(df)
-        if len(df):  # a parent whose children were all left out has no row to add
-            frames.append(df)
+        if row.get("terminal_reason") == "crashed":
+            left_out["crashed"] += 1
+        elif not row.get("sub_agents"):
+            left_out["without a child"] += 1
+        elif row["run_key"] in done:
+            left_out["done before"] += 1
+        else:
+            df = study_credit(row, score, swaps=swaps, config=config, live=live, child_live=child_live)
+            if on_run is not None:
+                on_run(df)
+            if len(df):  # a parent whose children were all left out has no row to add
+                frames.append(df)
+            unswapped += df.attrs.get("unswapped", [])
     columns = ["run_key", "split", "task_id", "cell", *CREDIT_COLUMNS]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+    if frames:
+        return pd.concat(frames, ignore_index=True)
+    empty = pd.DataFrame(columns=columns)
+    empty.attrs["empty_reason"] = _why_empty(len(rows), left_out, unswapped, swaps)
+    warnings.warn(empty.attrs["empty_reason"], EmptyCreditTable, stacklevel=2)
+    return empty
+
+
+class EmptyCreditTable(UserWarning):
+    """``study_credit_table`` made no row; the message (and ``df.attrs["empty_reason"]``) says why."""
+
+
+def _why_empty(runs: int, left_out: dict[str, int], unswapped: list[str], swaps: Sequence[str]) -> str:
+    """Why a credit table has no row: the runs left out, and the children no swap applied to."""
+    parts = [f"{n} {why}" for why, n in left_out.items() if n]
+    text = f"no credit rows from {runs} study runs"
+    if parts:
+        text += f": {', '.join(parts)} (left out)"
+    if unswapped:
+        choices = ", ".join(f"{choice!r}" for choice in sorted(set(unswapped)))
+        text += (
+            f"; {len(unswapped)} child swaps changed nothing: the children ran on {choices} and the swaps "
+            f"{tuple(swaps)} name the same model or 'other', which is defined for light and main only"
+        )
+        if set(unswapped) <= FLOOR_CHOICES:
+            text += (
+                " (a baseline study: every child is a no-model floor; replay a study run on models, or "
+                "pass swaps naming another model, e.g. swaps=('light', 'main'))"
+            )
+    return text

@@ -4,45 +4,38 @@ Written through inspect_ai's own writer (``write_eval_log``), so ``inspect view`
 ``read_eval_log`` open it. inspect_ai is an optional extra (``pip install 'subagent_lab[inspect]'``),
 imported only when an export is asked for.
 
-One sample per run: ``input`` the task, ``target`` the benchmark's gold spans (``path:start-end``;
-``absent`` for a task whose answer is that the thing does not exist; empty for a run outside the
-benchmark), ``scores`` the harness's (``quality`` and its parts for a scored sweep row,
-``contract_valid`` always), ``metadata`` the model asked for and used, the scaffold and the
-provenance hashes. The transcript is the trace: each run is a span of type ``agent`` (its token
-totals in the span's metadata) holding a ``ModelEvent`` per model call (its reply, tool calls and
-usage; its ``input`` the messages the harness added since the call before) and a ``ToolEvent`` per
-tool call; a parent's children are spans inside the parent's, where the parent's trace says they
-ended.
+One sample per run: ``input`` the task, ``target`` the task's own gold spans (``path:start-end``;
+``absent`` for a task whose answer is that the thing does not exist; empty for a run outside a
+benchmark or a task without gold), ``scores`` the harness's (``quality`` and its parts for a scored
+sweep row, its ``answer`` the evidence that was scored; ``contract_valid`` always), the run's start,
+end and duration, ``metadata`` the model asked for and used, the scaffold and the provenance
+hashes. The gold is the row's own (its ``gold`` column), else the sweep's task file's (its
+``spec.json``), else a built-in suite's only when the row's suite is one: a task file's id that is
+also a built-in id never gets the built-in task's gold. The transcript is the trace
+(``api.inspect_events``): each run a span of type ``agent``, a parent's children spans inside it;
+a trace is read only inside the directory exported (a row's or a child's path that leads out of
+it is not followed), and a no-model run (``none``, ``retrieval``) shows no tokens.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
-from collections.abc import Sequence
+import math
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from subagent_lab.core.trace import (
-    Event,
-    ModelCalled,
-    PromptAdded,
-    RunEnded,
-    RunStarted,
-    SubagentEvent,
-    ToolFinished,
-    ToolStarted,
-    read_trace,
-)
-from subagent_lab.core.types import Usage
+from subagent_lab.api.inspect_events import inside, transcript, when
+from subagent_lab.core.trace import RunEnded, RunStarted, read_trace
+from subagent_lab.core.types import FLOOR_CHOICES
 from subagent_lab.experiments.rows import SCORE_COLUMNS, ResultLog
 
 if TYPE_CHECKING:
-    from inspect_ai.event import Event as InspectEvent
-    from inspect_ai.event import ModelEvent as InspectModelEvent
     from inspect_ai.log import EvalSample
-    from inspect_ai.model import ModelUsage, StopReason
+    from inspect_ai.model import ModelUsage
+
+    from subagent_lab.bench.task import BenchTask
 
 INSTALL_HINT = "pip install 'subagent_lab[inspect]' (or: pip install inspect_ai)"
 PROVENANCE_COLUMNS = (
@@ -54,8 +47,9 @@ RUN_COLUMNS = (
     "variant", "scaffold", "repeat", "seed", "temperature", "terminal_reason", "status", "steps",
     "model_calls", "cost_usd", "elapsed_s", "trace_path",
 )  # fmt: skip
-STOP_REASONS = {"stop": "stop", "length": "max_tokens", "tool_calls": "tool_calls"}
-"""The trace's ``finish_reason`` -> Inspect's ``stop_reason`` (any other: ``unknown``)."""
+SPEC_DEPTH = 4
+"""How many folders above a row's trace a sweep's ``spec.json`` is looked for
+(``<sweep>/traces/<session>/<run>.jsonl``)."""
 
 
 def inspect_available() -> bool:
@@ -69,7 +63,8 @@ def to_inspect(source: Any, path: str | Path, *, task: str = "subagent_lab") -> 
     Args:
         source: A sweep directory (its scored ``results.jsonl`` rows), a directory of traces
             (each run that has no parent; children are spans of their parent's sample), a trace
-            file, a run result, a sweep row, or a list of these.
+            file, a run result, a sweep row, a sweep's DataFrame (``sl.sweep``'s, or one read
+            back), or a list of these.
         path: The ``.eval`` file to write (parent folders are created).
         task: The task name the log shows.
     """
@@ -88,8 +83,9 @@ def to_inspect(source: Any, path: str | Path, *, task: str = "subagent_lab") -> 
         write_eval_log,
     )
 
-    rows = _rows(source)
-    samples = [_sample(row, i + 1) for i, row in enumerate(rows)]
+    rows = _rows(source, None)
+    golds = _Golds()
+    samples = [_sample(row, root, i + 1, golds) for i, (row, root) in enumerate(rows)]
     models = sorted({str(s.metadata.get("model_id") or "unknown") for s in samples})
     now = datetime.now(UTC).isoformat()
     scores = []
@@ -102,6 +98,8 @@ def to_inspect(source: Any, path: str | Path, *, task: str = "subagent_lab") -> 
     for sample in samples:
         for model, used in (sample.model_usage or {}).items():
             usage[model] = usage[model] + used if model in usage else used
+    starts = [s.started_at for s in samples if s.started_at]
+    ends = [s.completed_at for s in samples if s.completed_at]
     log = EvalLog(
         version=2,
         status="success",
@@ -115,7 +113,11 @@ def to_inspect(source: Any, path: str | Path, *, task: str = "subagent_lab") -> 
         ),
         plan=EvalPlan(name="subagent_lab"),
         results=EvalResults(total_samples=len(samples), completed_samples=len(samples), scores=scores),
-        stats=EvalStats(started_at=now, completed_at=now, model_usage=usage),
+        stats=EvalStats(
+            started_at=str(min(starts)) if starts else now,
+            completed_at=str(max(ends)) if ends else now,
+            model_usage=usage,
+        ),
         samples=samples,
     )
     out = Path(path)
@@ -124,30 +126,46 @@ def to_inspect(source: Any, path: str | Path, *, task: str = "subagent_lab") -> 
     return out
 
 
-def _rows(source: Any) -> list[dict[str, Any]]:
-    """One dict per run: a sweep's rows, or ``{"trace_path": ...}`` for each trace named."""
+Row = tuple[dict[str, Any], Path | None]
+"""One run to export and the directory its traces must lie in (None: its own trace's folder)."""
+
+
+def _rows(source: Any, root: Path | None) -> list[Row]:
+    """One dict per run (a sweep's rows, or ``{"trace_path": ...}`` for each trace named), each with
+    the directory its traces are read in."""
     if isinstance(source, list | tuple):
-        return [row for item in source for row in _rows(item)]
+        return [row for item in source for row in _rows(item, root)]
     if isinstance(source, str | Path):
         where = Path(source)
         if where.name == "results.jsonl":
             where = where.parent
         if (where / "results.jsonl").is_file():
             latest = {row["run_key"]: row for row in ResultLog(where / "results.jsonl").rows()}
-            return list(latest.values())
+            return [({**row, "_sweep_dir": str(where)}, where) for row in latest.values()]
         if where.is_dir():
-            traces = sorted(p for p in where.rglob("*.jsonl") if _is_root(p))
-            return [{"trace_path": str(p)} for p in traces]
+            traces = sorted(p for p in where.rglob("*.jsonl") if inside(p, where) and _is_root(p))
+            return [({"trace_path": str(p)}, where) for p in traces]
         if where.is_file():
-            return [{"trace_path": str(where)}]
+            return [({"trace_path": str(where)}, root)]
         raise FileNotFoundError(f"{source}: no sweep directory, trace directory or trace file there")
     if hasattr(source, "model_dump"):
-        return [source.model_dump(mode="json")]
+        return [(source.model_dump(mode="json"), root)]
+    if hasattr(source, "columns") and hasattr(source, "to_json"):  # a DataFrame: one row per record
+        records: list[dict[str, Any]] = json.loads(source.to_json(orient="records", default_handler=str))
+        sweep = (getattr(source, "attrs", None) or {}).get("sweep_dir")
+        return [({**r, "_sweep_dir": sweep} if sweep else r, root) for r in records]
     if hasattr(source, "to_dict"):  # a pandas row
-        return [dict(source.to_dict())]
+        return [({k: _plain(v) for k, v in source.to_dict().items()}, root)]
     if isinstance(source, dict):
-        return [dict(source)]
+        return [(dict(source), root)]
     raise TypeError(f"cannot export {type(source).__name__}: pass a sweep directory, traces or run results")
+
+
+def _plain(value: Any) -> Any:
+    """A cell as plain Python: NaN (an empty cell) as None, a numpy scalar as its number."""
+    if hasattr(value, "item") and not isinstance(value, list | dict | str):
+        value = value.item()
+    return None if isinstance(value, float) and math.isnan(value) else value
 
 
 def _is_root(trace: Path) -> bool:
@@ -161,13 +179,14 @@ def _is_root(trace: Path) -> bool:
     return isinstance(event, dict) and event.get("kind") == "run_started" and not event.get("parent_run_id")
 
 
-def _sample(row: dict[str, Any], number: int) -> EvalSample:
+def _sample(row: dict[str, Any], root: Path | None, number: int, golds: _Golds) -> EvalSample:
     from inspect_ai.log import EvalSample
     from inspect_ai.model import ChatMessageAssistant, ChatMessageUser, ModelOutput
     from inspect_ai.scorer import Score
 
     trace = Path(str(row.get("trace_path") or ""))
-    events = read_trace(trace) if trace.is_file() else []
+    readable = bool(row.get("trace_path")) and (inside(trace, root) if root is not None else trace.is_file())
+    events = read_trace(trace) if readable else []
     started = next((e for e in events if isinstance(e, RunStarted)), None)
     ended = next((e for e in reversed(events) if isinstance(e, RunEnded)), None)
     meta = {k: row[k] for k in (*RUN_COLUMNS, *PROVENANCE_COLUMNS) if row.get(k) is not None}
@@ -183,15 +202,24 @@ def _sample(row: dict[str, Any], number: int) -> EvalSample:
     contract = (
         row.get("contract") if isinstance(row.get("contract"), dict) else ended.contract if ended else None
     )
-    task_text, target = _task_and_target(row, started)
-    scores = {"contract_valid": Score(value=float(bool(contract) or bool(row.get("contract_valid"))))}
+    task_text, target = golds.task_and_target(row, started)
+    evidence = _evidence(row, contract)
+    valid = bool(contract) or bool(row.get("contract_valid"))
+    scores = {"contract_valid": Score(value=float(valid), answer=evidence)}
     if row.get("quality") is not None:
         parts = {k: row[k] for k in SCORE_COLUMNS if row.get(k) is not None and k != "quality"}
         scores["quality"] = Score(
-            value=float(row["quality"]), explanation=meta.get("terminal_reason"), metadata=parts
+            value=float(row["quality"]),
+            answer=evidence,
+            explanation=meta.get("terminal_reason"),
+            metadata=parts,
         )
     answer = _answer(contract)
-    transcript, usage = _transcript(events, None) if events else ([], {})
+    child_root = root if root is not None else trace.resolve().parent
+    transcript_events, usage = transcript(events, None, child_root) if started is not None else ([], {})
+    if str(meta.get("model_used") or meta.get("model_choice")) in FLOOR_CHOICES:
+        usage = {}  # no model ran: whatever the harness estimated for its budgets was never spent
+    begun, elapsed = _times(row, started, ended)
     return EvalSample(
         id=str(row.get("run_key") or (started.run_id if started else number)),
         epoch=1,
@@ -201,25 +229,43 @@ def _sample(row: dict[str, Any], number: int) -> EvalSample:
         output=ModelOutput.from_content(str(meta.get("model_id") or "unknown"), answer),
         scores=scores,
         metadata=meta,
-        events=transcript,
+        events=transcript_events,
         model_usage=usage,
+        started_at=when(begun).isoformat() if begun is not None else None,
+        completed_at=when(begun + elapsed).isoformat() if begun is not None and elapsed is not None else None,
+        total_time=elapsed,
+        working_time=elapsed,
     )
 
 
-def _task_and_target(row: dict[str, Any], started: RunStarted | None) -> tuple[str, str | list[str]]:
-    """The task as the user gave it, and the benchmark's gold for it (empty outside the benchmark)."""
-    text = str(row.get("task") or (started.request_task or started.task if started else "") or "")
-    task_id = row.get("task_id")
-    if not task_id:
-        return text or "(no task recorded)", ""
-    from subagent_lab.api.views import bench_task
+def _times(
+    row: dict[str, Any], started: RunStarted | None, ended: RunEnded | None
+) -> tuple[float | None, float | None]:
+    """When the run began (epoch seconds) and how long it took: the trace's, else the row's."""
+    elapsed = ended.elapsed_s if ended is not None else None
+    if elapsed is None and isinstance(row.get("elapsed_s"), int | float):
+        elapsed = float(row["elapsed_s"])
+    return (started.ts if started is not None else None), elapsed
 
-    try:
-        bench = bench_task(str(task_id))
-    except (KeyError, ValueError, LookupError):
-        return text or str(task_id), ""
-    gold = [span.label for span in bench.gold]
-    return text or bench.prompt, gold if gold else "absent"
+
+def _evidence(row: dict[str, Any], contract: dict[str, Any] | None) -> str:
+    """The evidence the score was computed from, one item a line: the row's ``evidence`` column,
+    else the contract's, else the ``path:line`` items of a parent's answer (as the delegation study
+    scores it, ``delegation_ledger.answer_evidence``)."""
+    from subagent_lab.experiments.delegation_ledger import answer_evidence
+
+    items: Any = row.get("evidence")
+    if isinstance(items, str):
+        try:
+            items = json.loads(items)
+        except ValueError:
+            items = [items]
+    if not isinstance(items, list):
+        items = (contract or {}).get("evidence")
+    if not isinstance(items, list):
+        text = row.get("answer") if isinstance(row.get("answer"), str) else (contract or {}).get("answer")
+        items = answer_evidence(text) if isinstance(text, str) else []
+    return "\n".join(str(item) for item in items)
 
 
 def _answer(contract: dict[str, Any] | None) -> str:
@@ -231,120 +277,81 @@ def _answer(contract: dict[str, Any] | None) -> str:
     return str(contract)
 
 
-def _transcript(
-    events: Sequence[Event], parent: str | None
-) -> tuple[list[InspectEvent], dict[str, ModelUsage]]:
-    """A run's trace as Inspect events inside one agent span (children nested), and its usage
-    (children included) per model."""
-    from inspect_ai.event import SpanBeginEvent, SpanEndEvent, ToolEvent
-    from inspect_ai.tool import ToolCallError
+class _Golds:
+    """Each row's task and gold: the row's ``gold``, else its sweep's task file, else a built-in
+    suite named by its ``split`` (read once per file)."""
 
-    started = next(e for e in events if isinstance(e, RunStarted))
-    ended = next((e for e in reversed(events) if isinstance(e, RunEnded)), None)
-    span, own = started.run_id, ended.usage if ended is not None else Usage()
-    totals = {
-        "input_tokens": own.prompt_tokens,
-        "output_tokens": own.completion_tokens,
-        "total_tokens": own.total_tokens,
-    }
-    metadata = {"run_id": span, "profile": started.profile, "model_used": started.model_used, **totals}
-    metadata["terminal_reason"] = ended.terminal_reason if ended else None
-    name = f"{started.profile} ({started.model_used})"
-    begin = SpanBeginEvent(
-        id=span, span_id=span, parent_id=parent, name=name, type="agent", metadata=metadata
-    )
-    out: list[InspectEvent] = [begin.model_copy(update={"timestamp": _when(started.ts)})]
-    usage: dict[str, ModelUsage] = {}
-    pending: list[Any] = [started.task]
-    arguments: dict[str, dict[str, Any]] = {}
-    for event in events:
-        if isinstance(event, PromptAdded):
-            pending.append(event.content)
-        elif isinstance(event, ModelCalled):
-            model_event = _model_event(event, started.model_id, pending, span)
-            out.append(model_event)
-            key, used = model_event.model, model_event.output.usage
-            if used is not None:
-                usage[key] = usage[key] + used if key in usage else used
-            pending = []
-        elif isinstance(event, ToolStarted):
-            arguments[event.call_id] = event.arguments
-        elif isinstance(event, ToolFinished):
-            error = None
-            if event.status != "ok":
-                denied = event.status == "denied"
-                text = event.text[:2000]
-                error = ToolCallError("permission", text) if denied else ToolCallError("unknown", text)
-            tool = ToolEvent(
-                id=event.call_id,
-                function=event.tool,
-                arguments=arguments.get(event.call_id, {}),
-                result=event.text,
-                error=error,
-                span_id=span,
-                working_time=event.duration_s,
-                agent_span_id=span,
+    def __init__(self) -> None:
+        self._suites: dict[str, dict[str, BenchTask] | None] = {}
+
+    def task_and_target(self, row: dict[str, Any], started: RunStarted | None) -> tuple[str, str | list[str]]:
+        """The task as the user gave it, and its gold (``absent``; empty outside a benchmark)."""
+        text = str(row.get("task") or (started.request_task or started.task if started else "") or "")
+        task_id = row.get("task_id")
+        if not task_id:
+            return text or "(no task recorded)", ""
+        task = self._task(row, str(task_id))
+        if isinstance(row.get("gold"), str | list):
+            return text or (task.prompt if task else str(task_id)), _target(
+                _labels(row["gold"]), row.get("kind")
             )
-            out.append(tool.model_copy(update={"timestamp": _when(event.ts)}))
-        elif isinstance(event, SubagentEvent) and event.kind in ("subagent_completed", "subagent_failed"):
-            child = Path(event.child_trace)
-            if child.is_file():
-                nested, child_usage = _transcript(read_trace(child), span)
-                out.extend(nested)
-                for key, used in child_usage.items():
-                    usage[key] = usage[key] + used if key in usage else used
-    end = SpanEndEvent(id=span, span_id=span)
-    out.append(end.model_copy(update={"timestamp": _when(ended.ts if ended else started.ts)}))
-    return out, usage
+        if task is None:
+            return text or str(task_id), ""
+        return text or task.prompt, _target([span.label for span in task.gold], task.kind)
+
+    def _task(self, row: dict[str, Any], task_id: str) -> BenchTask | None:
+        from subagent_lab.bench.suite import is_suite_id
+
+        suite = _spec_split(row)
+        label = row.get("split")
+        if suite is None and (label is None or (isinstance(label, str) and is_suite_id(label))):
+            suite = label or ""  # "": the dev and test suites, as ``bench_task`` looks
+        if suite is None:
+            return None  # a task file's task whose file is not known: no gold rather than another's
+        if suite not in self._suites:
+            self._suites[suite] = _load(suite)
+        return (self._suites[suite] or {}).get(task_id)
 
 
-def _model_event(event: ModelCalled, asked: str, pending: list[str], span: str) -> InspectModelEvent:
-    """One model call: the messages the harness added since the call before, the reply, its usage."""
-    from inspect_ai.event import ModelEvent
-    from inspect_ai.model import (
-        ChatCompletionChoice,
-        ChatMessageAssistant,
-        ChatMessageUser,
-        GenerateConfig,
-        ModelOutput,
-    )
-    from inspect_ai.tool import ToolCall
+def _load(suite: str) -> dict[str, BenchTask] | None:
+    from subagent_lab.bench.suite import load_suite
+    from subagent_lab.core.types import ConfigError
 
-    calls = [
-        ToolCall(id=str(c.get("id", "")), function=str(c.get("name", "")), arguments=c.get("arguments") or {})
-        for c in event.tool_calls
-    ]
-    model = event.model_id or asked
-    reply = ChatMessageAssistant(content=event.text, tool_calls=calls or None, model=model)
-    stop = cast("StopReason", STOP_REASONS.get(event.finish_reason, "unknown"))
-    choice = ChatCompletionChoice(message=reply, stop_reason=stop)
-    output = ModelOutput(model=model, choices=[choice], usage=_usage(event.usage))
-    called = ModelEvent(
-        model=model,
-        requested_model=asked,
-        input=[ChatMessageUser(content=text) for text in pending],
-        tools=[],
-        tool_choice="auto",
-        config=GenerateConfig(max_tokens=event.max_tokens),
-        output=output,
-        span_id=span,
-        working_time=event.latency_s,
-        cache="read" if event.cache_hit else None,
-        metadata={"purpose": event.purpose, "step": event.step},
-    )
-    return called.model_copy(update={"timestamp": _when(event.ts)})
+    try:
+        tasks = load_suite(suite) if suite else [*load_suite("dev"), *load_suite("test")]
+    except (ConfigError, OSError, ValueError):
+        return None
+    return {task.id: task for task in tasks}
 
 
-def _usage(usage: Usage) -> ModelUsage:
-    from inspect_ai.model import ModelUsage
+def _spec_split(row: dict[str, Any]) -> str | None:
+    """The suite (a built-in id or a task file's path) of the sweep a row belongs to, from its
+    ``spec.json``: the sweep directory given, or one above the row's trace."""
+    places = [Path(str(row["_sweep_dir"]))] if row.get("_sweep_dir") else []
+    if row.get("trace_path"):
+        places += list(Path(str(row["trace_path"])).parents)[:SPEC_DEPTH]
+    for place in places:
+        spec = place / "spec.json"
+        try:
+            split = json.loads(spec.read_text(encoding="utf-8")).get("split") if spec.is_file() else None
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(split, str) and split:
+            return split
+    return None
 
-    return ModelUsage(
-        input_tokens=usage.prompt_tokens,
-        output_tokens=usage.completion_tokens,
-        total_tokens=usage.total_tokens,
-        input_tokens_cache_read=usage.cached_tokens or None,
-    )
+
+def _labels(gold: str | list[Any]) -> list[str]:
+    if isinstance(gold, str):
+        try:
+            parsed = json.loads(gold)
+        except ValueError:
+            return [gold] if gold else []
+        gold = parsed if isinstance(parsed, list) else [parsed]
+    return [str(item) for item in gold]
 
 
-def _when(ts: float) -> datetime:
-    return datetime.fromtimestamp(ts, UTC)
+def _target(labels: list[str], kind: Any) -> str | list[str]:
+    if labels:
+        return labels
+    return "absent" if kind == "absent" else ""

@@ -26,7 +26,7 @@ from typing import Any, TypeGuard
 
 import pandas as pd
 
-from subagent_lab.analysis.headline import comparison_sentences, lift_table, readable, readable_lift
+from subagent_lab.analysis.headline import lead_sentences, lift_table, readable, readable_lift
 from subagent_lab.analysis.summary import (
     headline,
     plot_budget_curve,
@@ -144,7 +144,7 @@ def run_drilldown(row: pd.Series) -> str:
 def comparisons_html(df: pd.DataFrame) -> str:
     """The page's lead: one sentence per paired comparison, then quality and lift over the no-model
     baseline per split, scaffold and model (95% bootstrap intervals over tasks)."""
-    sentences = comparison_sentences(df) or ["No two models ran on the same tasks: no paired comparison."]
+    sentences = lead_sentences(df) or ["No two models ran on the same tasks: no paired comparison."]
     lead = "".join(f"<p class='sl-lead'>{_e(s)}</p>" for s in sentences)
     return (
         "<h2>Comparisons</h2>" + lead + "<p class='sl-muted'>Intervals: bootstrap 95% over tasks (and "

@@ -224,8 +224,42 @@ def _workspace_root(task: BenchTask, fetch: bool, label: str) -> tuple[Path | No
 
 
 def task_file_schema() -> dict[str, Any]:
-    """The JSON Schema of a task file (``docs/task-file.schema.json`` is this, committed)."""
+    """The JSON Schema of a YAML task file as the loader reads it (``docs/task-file.schema.json``
+    is this, committed; ``subagent-lab schema --tasks`` prints it).
+
+    Generated from the models (``TaskFile``, ``BenchTask``), then given the two rules the loader
+    applies before them (``_read``, ``BenchTask._legacy_workspace``): a task may leave out
+    ``workspace`` when the file gives a default, or when it names a ``package`` (its installed
+    directory); and a task's ``workspace`` may be a legacy suite's ``installed`` or ``tree``.
+    """
     schema = TaskFile.model_json_schema()
+    task = schema["$defs"]["BenchTask"]
+    task["required"] = [name for name in task["required"] if name != "workspace"]
+    spec = {k: v for k, v in task["properties"]["workspace"].items() if k in ("oneOf", "anyOf", "$ref")}
+    legacy = {"enum": ["installed", "tree"], "type": "string"}
+    task["properties"]["workspace"] = {
+        "anyOf": [spec, legacy],
+        "description": task["properties"]["workspace"].get("description", "")
+        + " Required unless the file gives a default or the task names a ``package``.",
+        "title": "Workspace",
+    }
+    # A legacy ``installed``/``tree`` names the package's directory: only a task naming one has it.
+    task["if"] = {"properties": {"workspace": {"type": "string"}}, "required": ["workspace"]}
+    task["then"] = {"required": ["package"]}
+
+    def every_task(rule: dict[str, Any]) -> dict[str, Any]:
+        return {"properties": {"tasks": {"items": rule}}}
+
+    own = {"anyOf": [{"required": ["workspace"]}, {"required": ["package"]}]}
+    schema["allOf"] = [
+        # No file-level default (the key absent or null): each task names its workspace or a package.
+        {"if": {"properties": {"workspace": {"type": "null"}}}, "then": every_task(own)},
+        # A legacy default: each task without a workspace of its own names its package.
+        {
+            "if": {"properties": {"workspace": {"type": "string"}}, "required": ["workspace"]},
+            "then": every_task({"anyOf": [{"required": ["package"]}, {"required": ["workspace"]}]}),
+        },
+    ]
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "subagent_lab task file"
     return schema

@@ -178,8 +178,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     )
     out = Path(df.attrs["grid_dir"])
     from subagent_lab.analysis.headline import (
-        comparison_sentences,
         floor_sentences,
+        lead_sentences,
         lift_table,
         readable,
         readable_lift,
@@ -187,7 +187,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_colwidth", 40):
         print("\nComparisons (paired by task; 95% bootstrap intervals):")
-        for sentence in comparison_sentences(df) or ["(no two models ran on the same tasks)"]:
+        for sentence in lead_sentences(df) or ["(no two models ran on the same tasks)"]:
             print(f"  {sentence}")
         for sentence in floor_sentences(df):
             print(f"  {sentence}")

@@ -8,6 +8,7 @@ The precedence is ``scaffold.specs.ORDER``.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from subagent_lab.config.agent_profile import AgentProfile
@@ -83,12 +84,30 @@ def policies(profile: Profile) -> tuple[Policy, ...]:
     return build_policies(parent_scaffold(profile).specs(), contract=False)
 
 
+class CostCapInert(UserWarning):
+    """A cost cap on a run whose model is priced $0: its own calls never count against it."""
+
+
 def cost_account(profile: Profile, model: ModelConfig, scope: BudgetNode) -> CostAccount | None:
     """The run's cost cap at its model's prices (``LoopDeps.cost``), a view of its budget scope
-    (``scope``, which holds the cap); None without one."""
+    (``scope``, which holds the cap); None without one.
+
+    A cap on a model priced $0 per token (the no-model floors, an endpoint without prices in
+    ``profiles.yaml``) could never stop the run's own calls: that is said with a
+    ``CostCapInert`` warning rather than left silently inert (a parent's cap still covers
+    children on priced models)."""
     if profile.cost_budget_usd is None:
         return None
     prices = Prices(model.price_per_mtok_input, model.price_per_mtok_output)
+    if prices.input_per_mtok <= 0 and prices.output_per_mtok <= 0:
+        who = f"profile {profile.name!r}" if isinstance(profile, RuntimeProfile) else "the main agent"
+        warnings.warn(
+            f"{who}: cost_budget_usd {profile.cost_budget_usd:g} has no effect on "
+            f"model {model.model!r}, which is priced $0 per token; set its price_per_mtok_input and "
+            "price_per_mtok_output in profiles.yaml (models.<choice>) for the cap to count its calls",
+            CostCapInert,
+            stacklevel=2,
+        )
     return CostAccount(profile.cost_budget_usd, prices, scope=scope)
 
 

@@ -210,7 +210,9 @@ def _apply_env_overrides(raw: dict[str, Any], env: Mapping[str, str]) -> None:
     for choice, prefix in (("main", "LLM_"), ("light", "LIGHT_LLM_")):
         base, model_id = env.get(f"{prefix}BASE_URL"), env.get(f"{prefix}MODEL_ID")
         key_set = f"{prefix}API_KEY" in env
-        if not (base or model_id or key_set):
+        # native | json; any other value reaches validation, which names models.<choice>.tool_protocol.
+        protocol = env.get(f"{prefix}TOOL_PROTOCOL")
+        if not (base or model_id or key_set or protocol):
             continue
         given = models.get(choice)
         if given is not None and not isinstance(given, dict):
@@ -222,6 +224,8 @@ def _apply_env_overrides(raw: dict[str, Any], env: Mapping[str, str]) -> None:
             entry["model"] = model_id
         if key_set:
             entry["api_key_env"] = f"{prefix}API_KEY"
+        if protocol:
+            entry["tool_protocol"] = protocol
         models[choice] = entry
 
 

@@ -352,13 +352,29 @@ class Budget:
         affordable = self.affordable_output(prompt_tokens, reserve_output)
         if affordable is not None and affordable < min(MIN_OUTPUT_TOKENS, wanted):
             assert self.cost is not None  # affordable is None without a cost cap
-            need = self.cost.prices.cost(prompt_tokens, min(wanted, MIN_OUTPUT_TOKENS) + reserve_output)
             raise LimitReached(
-                "cost_budget",
-                f"${self.cost.spent_usd:.6f} of the ${self.cost.limit_usd:.6f} cost cap spent; the next "
-                f"call ({prompt_tokens} prompt tokens + output) needs ${need:.6f} more",
+                "cost_budget", self._refusal(prompt_tokens, min(wanted, MIN_OUTPUT_TOKENS), reserve_output)
             )
         return cap if affordable is None else min(cap, affordable)
+
+    def _refusal(self, prompt_tokens: int, output: int, reserve_output: int) -> str:
+        """Why a call is refused under the cost cap: what is left, and what the call and the final
+        answer kept after it (the reserve ``affordable_output`` holds back) would cost."""
+        assert self.cost is not None
+        prices, account = self.cost.prices, self.cost
+        call = prices.cost(prompt_tokens, output)
+        text = (
+            f"${account.spent_usd:.6f} of the ${account.limit_usd:.6f} cost cap spent, "
+            f"${max(account.left_usd, 0.0):.6f} left; the next call ({prompt_tokens} prompt tokens + "
+            f"{output} output tokens) costs ${call:.6f}"
+        )
+        if not reserve_output:
+            return text
+        reserve = prices.cost(prompt_tokens, reserve_output)
+        return (
+            f"{text}, and the final answer's reserve kept after it ({prompt_tokens} prompt tokens + "
+            f"{reserve_output} output tokens) ${reserve:.6f}: ${call + reserve:.6f} in all"
+        )
 
     def charge(self, usage: Usage, counted: Counted | None = None) -> Usage:
         """Add what a call (or a failed attempt) spent and return what was charged.

@@ -59,6 +59,8 @@ def base_row(run: RunSpec) -> dict[str, Any]:
         "seed": run.seed,
         "temperature": run.temperature,
         "task_meta": json.dumps(run.task.meta, sort_keys=True, default=str),
+        # The task's own gold as its suite had it: an export reads it here, never by id elsewhere.
+        "gold": json.dumps([span.label for span in run.task.gold]),
     }
 
 

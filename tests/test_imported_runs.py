@@ -57,6 +57,10 @@ def test_run_and_explore_take_an_imported_profile(scout: ImportedAgent, code: Pa
         started = _started(result.trace_path)
         assert started.profile == "scout" and "You are a scout." in started.system_prompt
         assert started.budgets["max_steps"] == 4
+    with pytest.raises(ValueError, match="pass it as profile="):
+        sl.rerun(result, "none", runs_dir=tmp_path / "runs")
+    again = sl.rerun(result, "none", runs_dir=tmp_path / "runs", profile=scout.profile)
+    assert again.terminal_reason == "completed" and _started(again.trace_path).profile == "scout"
 
 
 def test_a_profile_object_too_big_for_the_served_context_is_refused(scout: ImportedAgent, code: Path) -> None:

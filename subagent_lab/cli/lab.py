@@ -47,7 +47,7 @@ def args_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("task", help="what the sub-agent should find out")
     parser.add_argument("--workspace", default=".", help="the directory the child may read (default: .)")
     parser.add_argument("--profile", default="explore")
-    parser.add_argument("--model", choices=["light", "main"], default=None)
+    parser.add_argument("--model", choices=MODEL_CHOICES, default=None, help="default: the profile's")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="profile override")
 
 

@@ -320,16 +320,17 @@ def _merged(defaults: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
     out = dict(defaults)
     for key, value in own.items():
         base = defaults.get(key)
-        merge = key in MERGED_BY_NAME and isinstance(base, dict) and isinstance(value, dict)
-        out[key] = {**base, **value} if merge else value  # type: ignore[dict-item]  # base is a dict here
+        if key in MERGED_BY_NAME and isinstance(base, dict) and isinstance(value, dict):
+            out[key] = {**base, **value}
+        else:
+            out[key] = value
     return out
 
 
 def default_config_path() -> Path:
-    """The configuration read when none is named: the working directory's ``profiles.yaml``, else
-    the packaged one (``$SUBAGENT_LAB_CONFIG`` comes first; see ``config.packaged.find_config``)."""
-    local = Path.cwd() / "profiles.yaml"
-    return local if local.is_file() else PACKAGED_CONFIG
+    """The file ``load_config()`` reads (``config.packaged.find_config`` without ``config=``):
+    ``$SUBAGENT_LAB_CONFIG``, else the working directory's ``profiles.yaml``, else the packaged one."""
+    return find_config(None)
 
 
 def config_json_schema() -> dict[str, Any]:

@@ -23,6 +23,7 @@ def _no_llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
         for suffix in ("BASE_URL", "MODEL_ID", "API_KEY", "TOOL_PROTOCOL"):
             monkeypatch.delenv(prefix + suffix, raising=False)
     monkeypatch.delenv("SUBAGENT_LAB_CONFIG", raising=False)
+    monkeypatch.delenv("SUBAGENT_LAB_RUNS", raising=False)
 
 
 REAL_MODEL = (

@@ -323,10 +323,7 @@ def test_a_parsed_config_is_kept_until_its_file_or_environment_changes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "profiles.yaml"
-    raw = yaml.safe_load((REPO / "profiles.yaml").read_text())
-    for prof in raw["profiles"].values():
-        if "system_prompt_file" in prof:
-            prof["system_prompt_file"] = str(REPO / prof["system_prompt_file"])
+    raw = yaml.safe_load((REPO / "profiles.yaml").read_text())  # its prompts: the packaged ones
     path.write_text(yaml.safe_dump(raw))
     first = parsed_config(path)
     assert parsed_config(str(path)) is first  # one parse for the process's runs

@@ -15,9 +15,18 @@ from typing import Any
 
 from subagent_lab.agents.launch_io import plain_json
 from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest, SubagentResult
-from subagent_lab.api.runs import ConfigArg, ModelArg, as_choice, as_config, factory_for, runs_root
+from subagent_lab.api.runs import (
+    ConfigArg,
+    ModelArg,
+    as_choice,
+    as_config,
+    factory_for,
+    runs_root,
+    with_profile,
+)
 from subagent_lab.api.views import RunLike, trace_of
 from subagent_lab.config.legacy import upgrade_fields
+from subagent_lab.config.runtime_profile import RuntimeProfile
 from subagent_lab.config.scaffolds import BASE
 from subagent_lab.core.trace import RunStarted, read_trace
 from subagent_lab.core.types import Message, ModelChoice
@@ -112,6 +121,7 @@ def rerun(
     seed: int | None = None,
     temperature: float | None = None,
     scaffold: str | None = None,
+    profile: RuntimeProfile | None = None,
     **overrides: Any,
 ) -> SubagentResult:
     """Run a recorded child again from the same start, under another model, budget or field.
@@ -136,6 +146,8 @@ def rerun(
         temperature: Replaces the recorded temperature.
         scaffold: A scaffold preset (``"plain"``, ``"aided"``, ...) to run instead of the recorded
             scaffold.
+        profile: The recorded run's profile when the configuration does not hold it: the profile
+            object it ran (``sl.import_agent(path).profile``).
         **overrides: Profile fields that differ from the recorded run, e.g. ``max_steps=20``.
 
     Raises ``ValueError`` for a trace without a start or of a run that is not a sub-agent's.
@@ -143,10 +155,13 @@ def rerun(
     path = trace_of(trace_or_run)
     start = recorded_start(path)
     lab = as_config(config)
+    if profile is not None:
+        lab = with_profile(lab, profile)[0]
     if start.profile not in lab.profiles:
         raise ValueError(
             f"{path}: profile {start.profile!r} is not a sub-agent profile of this configuration "
-            f"(known: {sorted(lab.profiles)}); rerun re-runs sub-agent runs"
+            f"(known: {sorted(lab.profiles)}); rerun re-runs sub-agent runs (a run of a profile object, "
+            "such as an imported agent's: pass it as profile=)"
         )
     runs = runs_root(lab, runs_dir)
     factory, choice = factory_for(model, lab, cache, runs)

@@ -8,7 +8,8 @@ widget and report functions live in ``subagent_lab.api.views``, ``rerun`` in
 ``model=`` takes the same three forms everywhere:
 
 - a model choice, ``"light"`` or ``"main"``: the model ``profiles.yaml`` configures for it (the
-  embedded server, started on first use, or any OpenAI-compatible endpoint);
+  embedded server, started on first use, or any OpenAI-compatible endpoint); or a floor that runs
+  no model: ``"none"`` (the no-model baseline) or ``"retrieval"`` (the harness's Find and Search);
 - a model object, anything with ``complete(request) -> response`` (``sl.ScriptedModel`` for
   tests and demos), used for every call of the run;
 - a factory ``(choice, model_config) -> model``, called once per model choice a run uses.
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from subagent_lab.agents.launcher import ModelFactory, SubagentLauncher, SubagentRequest, SubagentResult
 from subagent_lab.config.agent_profile import AgentProfile, apply_overrides
 from subagent_lab.config.endpoints import ModelConfig
-from subagent_lab.config.profiles import LabConfig, load_config
+from subagent_lab.config.profiles import LabConfig, context_overflows, load_config
 from subagent_lab.config.runtime_profile import RuntimeProfile
 from subagent_lab.core.model import Model
 from subagent_lab.core.types import ConfigError, ModelChoice
@@ -39,6 +40,8 @@ ModelArg = str | Model | Callable[[ModelChoice, ModelConfig], Model] | None
 """A model choice, a model object, or a model factory (see the module docstring)."""
 ConfigArg = LabConfig | str | Path | None
 """A loaded configuration, the path of a ``profiles.yaml``, or None for the default one."""
+ProfileArg = str | RuntimeProfile
+"""A profile's name in ``profiles.yaml``, or a profile object (``sl.import_agent(path).profile``)."""
 CHOICES: tuple[ModelChoice, ...] = ("light", "main", "none", "retrieval")
 
 
@@ -47,8 +50,27 @@ def as_config(config: ConfigArg) -> LabConfig:
     return config if isinstance(config, LabConfig) else load_config(config)
 
 
+def with_profile(lab: LabConfig, profile: ProfileArg) -> tuple[LabConfig, str]:
+    """``lab`` holding ``profile`` and its name: a name is looked up as it is; a profile object
+    (an imported agent's) joins the configuration under its own name, checked against the served
+    context as a file's profile is (ConfigError)."""
+    if isinstance(profile, str):
+        return lab, profile
+    if not isinstance(profile, RuntimeProfile):
+        raise ConfigError(
+            f"profile must be a profile's name or a RuntimeProfile (sl.import_agent(path).profile), "
+            f"not {type(profile).__name__}"
+        )
+    lab = lab.model_copy(update={"profiles": {**lab.profiles, profile.name: profile}})
+    problems = [p for p in context_overflows(lab) if p.startswith(f"profiles.{profile.name}.")]
+    if problems:
+        raise ConfigError(f"profile {profile.name!r}: {'; '.join(problems)}")
+    return lab, profile.name
+
+
 def runs_root(lab: LabConfig, runs_dir: str | Path | None) -> Path:
-    """Where results go: ``runs_dir``, else the configuration's ``trace_dir``."""
+    """Where results go: ``runs_dir``, else the configuration's ``trace_dir`` (the working
+    directory's ``runs/`` unless configured or ``$SUBAGENT_LAB_RUNS`` says otherwise)."""
     return Path(runs_dir).resolve() if runs_dir is not None else lab.trace_root()
 
 
@@ -106,7 +128,7 @@ def factory_for(
 
 
 def run(
-    profile: str,
+    profile: ProfileArg,
     task: str | BenchTask,
     workspace: str | Path | None = None,
     model: ModelArg = None,
@@ -126,33 +148,35 @@ def run(
     partial findings. Raises ``ConfigError`` for an unknown profile or a bad override.
 
     Args:
-        profile: A profile of ``profiles.yaml`` (``explore``, ``plan``, ``verification``, ...).
+        profile: A profile of ``profiles.yaml`` (``explore``, ``plan``, ``verification``, ...), or
+            a profile object, e.g. ``sl.import_agent(".claude/agents/scout.md").profile``.
         task: What the child should find out; or a benchmark task (``sl.bench_task(id)``), whose
             prompt is the task and whose package directory is the default workspace.
         workspace: The directory the child may read (default: the current directory, or the
             benchmark task's package).
-        model: ``"light"``/``"main"``, a model object or a factory (module docstring); None
-            takes the profile's model.
+        model: ``"light"``/``"main"``, a floor (``"none"``: the no-model baseline, ``"retrieval"``:
+            the harness's Find and Search, no model), a model object or a factory (module
+            docstring); None takes the profile's model.
         context: Structured context for the child (earlier findings, file hints), rendered into
             its first message as JSON.
         cache: Replay identical model calls: True uses ``<runs_dir>/sweeps/model-cache`` (shared
             with sweeps), a path uses that directory; hits are flagged in the trace.
         config: A ``LabConfig``, a ``profiles.yaml`` path, or None for the default file.
         runs_dir: Where the trace goes (``<runs_dir>/<session>/``); default: the config's
-            ``trace_dir`` (the repository's ``runs/``).
+            ``trace_dir`` (``runs/`` in the working directory, or ``$SUBAGENT_LAB_RUNS``).
         seed: The sampling seed sent with every call (None: the model's).
         temperature: The sampling temperature (None: the model's; the shipped models use 0).
         **overrides: Profile fields for this run, validated like the YAML, e.g.
             ``max_steps=6, total_token_budget=16000``.
     """
-    lab = as_config(config)
+    lab, name = with_profile(as_config(config), profile)
     runs = runs_root(lab, runs_dir)
     factory, choice = factory_for(model, lab, cache, runs)
     text, root = _task_and_workspace(task, workspace)
     launcher = SubagentLauncher(lab, root, model_factory=factory, trace_dir=runs)
     request = SubagentRequest(
         task=text,
-        profile=profile,
+        profile=name,
         context=dict(context) if context is not None else None,
         model=choice,
         overrides=overrides,
@@ -167,7 +191,7 @@ def explore(
     workspace: str | Path | None = None,
     model: ModelArg = "light",
     *,
-    profile: str = "explore",
+    profile: ProfileArg = "explore",
     context: Mapping[str, Any] | None = None,
     cache: bool | str | Path = False,
     config: ConfigArg = None,
@@ -191,14 +215,19 @@ def explore(
             is the default one.
         workspace: The directory the child may read (default: the current directory, or the
             benchmark task's package).
-        model: ``"light"`` (default) or ``"main"``, a model object (e.g. ``sl.ScriptedModel``)
-            or a factory ``(choice, model_config) -> model``.
-        profile: The child profile (default ``explore``).
+        model: ``"light"`` (default) or ``"main"``; ``"none"``, the no-model baseline (rules in
+            place of a model: it searches the task's first code-like name and cites what the tools
+            showed), or ``"retrieval"``, the retrieval floor (the harness's Find and Search, no
+            model); a model object (e.g. ``sl.ScriptedModel``) or a factory
+            ``(choice, model_config) -> model``.
+        profile: The child profile (default ``explore``): a name in ``profiles.yaml`` or a profile
+            object (``sl.import_agent(path).profile``).
         context: Structured context (earlier findings, file hints), rendered as JSON.
         cache: Replay identical model calls: True uses ``<runs_dir>/sweeps/model-cache`` (shared
             with sweeps), a path uses that directory.
         config: A ``LabConfig``, a ``profiles.yaml`` path, or None for the default file.
-        runs_dir: Where the trace goes; default: the config's ``trace_dir`` (``runs/``).
+        runs_dir: Where the trace goes; default: the config's ``trace_dir`` (``runs/`` in the
+            working directory, or ``$SUBAGENT_LAB_RUNS``).
         seed: The sampling seed sent with every call (None: the model's).
         temperature: The sampling temperature (None: the model's).
         scaffold: A scaffold preset of ``profiles.yaml`` (``scaffolds:``, e.g. ``"retrieval-start"``)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from subagent_lab.agents.launcher import ModelFactory
-from subagent_lab.api.runs import ModelArg, as_choice, factory_for, runs_root
+from subagent_lab.api.runs import ModelArg, ProfileArg, as_choice, factory_for, runs_root, with_profile
 from subagent_lab.config.profiles import LabConfig, load_config
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ def sweep(
     variants: Mapping[str, Mapping[str, Any]] | None = None,
     repeats: int = 1,
     *,
-    profile: str = "explore",
+    profile: ProfileArg = "explore",
     temperature: float | None = None,
     seed: int = 0,
     workers: int = 1,
@@ -58,7 +58,11 @@ def sweep(
         variants: Labelled profile overrides, e.g. ``{"small": {"max_steps": 2}, "large": {}}``;
             None: one variant (``default``, or ``custom`` when ``overrides`` are given).
         repeats: Runs per cell; each (task, model, repeat) gets its own seed derived from ``seed``.
-        profile: The child profile every run uses.
+        profile: The child profile every run uses: a name in ``profiles.yaml``, or a profile object
+            (``sl.import_agent(path).profile``), run as the profile of that name (else
+            ``explore``) with the object's every field as overrides under the variants' own (its
+            scaffold too unless ``scaffolds`` are given, its model never: ``models`` chooses);
+            without ``variants`` its one variant is labelled with the object's name.
         temperature: Sampling temperature of every run (None: each model's; above 0, repeats
             sample).
         seed: The base seed.
@@ -69,8 +73,10 @@ def sweep(
         model: None (the configured models), a model object or a factory (tests, demos).
         config: A ``profiles.yaml`` path, or None for the default file. Workers reload it from
             the file, so an edited ``LabConfig`` cannot be passed: use ``variants`` instead.
-        runs_dir: The sweeps go under ``<runs_dir>/sweeps/``; default: the config's
-            ``trace_dir``.
+        runs_dir: The sweep's directory is ``<runs_dir>/sweeps/<name>-<hash>``, as with
+            ``subagent-lab sweep --runs-dir``; default: the config's ``trace_dir`` (``runs/`` in the
+            working directory, or ``$SUBAGENT_LAB_RUNS``). (``subagent-lab sweep --out DIR`` names
+            the sweeps directory itself: ``DIR/<name>-<hash>``.)
         progress: Show a progress bar.
         scaffolds: Scaffold presets (``"plain"``, ``"aided"``, ... from ``profiles.yaml``), one grid
             axis: every model runs under each, so a comparison holds the scaffold fixed. None: the
@@ -98,7 +104,16 @@ def sweep(
                 "replayed as the configured model's; pass cache=False"
             )
         factory = factory_for(model, lab, False, out)[0]
-    table = variants if variants is not None else {"custom" if overrides else "default": {}}
+    base_name = profile if isinstance(profile, str) else "explore"
+    label = "custom" if overrides else "default"
+    if not isinstance(profile, str):
+        # Workers reload the configuration from its file: the object travels as overrides.
+        with_profile(lab, profile)  # a ConfigError here, before any run
+        base_name = profile.name if profile.name in lab.profiles else "explore"
+        skip = {"name", "model", *(("scaffold",) if scaffolds else ())}
+        overrides = {**profile.model_dump(mode="json", exclude=skip), **overrides}
+        label = profile.name
+    table = variants if variants is not None else {label: {}}
     selectors: tuple[str, ...] = (tasks,) if isinstance(tasks, str) else tuple(tasks)
     if suite is None and len(selectors) == 1 and is_task_file(selectors[0]):
         suite, selectors = selectors[0], ("all",)
@@ -109,7 +124,7 @@ def sweep(
         else str(suite or "dev"),
         tasks=selectors,
         models=tuple(as_choice(m) for m in ([models] if isinstance(models, str) else models)),
-        profile=profile,
+        profile=base_name,
         variants=tuple(Variant(label=k, overrides={**overrides, **v}) for k, v in table.items()),
         scaffolds=(scaffolds,) if isinstance(scaffolds, str) else tuple(scaffolds or ()),
         repeats=repeats,

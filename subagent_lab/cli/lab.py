@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from subagent_lab.core.types import ConfigError
+
 if TYPE_CHECKING:
     from subagent_lab.agents.launcher import SubagentResult
 
@@ -26,11 +28,26 @@ def _parse_sets(items: list[str]) -> dict[str, Any]:
     return overrides
 
 
+MODEL_CHOICES = ("light", "main", "none", "retrieval")
+
+
+def model_list(value: str) -> tuple[str, ...]:
+    """``--models none,light``: comma-separated model choices, each checked (a usage error names it)."""
+    models = tuple(m.strip() for m in value.split(",") if m.strip())
+    unknown = [m for m in models if m not in MODEL_CHOICES]
+    if unknown or not models:
+        raise argparse.ArgumentTypeError(
+            f"{', '.join(map(repr, unknown)) or 'nothing'}: not a model choice; choose from "
+            f"{', '.join(MODEL_CHOICES)}, comma-separated"
+        )
+    return models
+
+
 def args_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("task", help="what the sub-agent should find out")
     parser.add_argument("--workspace", default=".", help="the directory the child may read (default: .)")
     parser.add_argument("--profile", default="explore")
-    parser.add_argument("--model", choices=["light", "main"], default=None)
+    parser.add_argument("--model", choices=MODEL_CHOICES, default=None, help="default: the profile's")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="profile override")
 
 
@@ -96,7 +113,8 @@ def args_sweep(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--models",
-        default="none,retrieval,light,main",
+        type=model_list,
+        default=("none", "retrieval", "light", "main"),
         help="comma-separated model choices ('none': the no-model baseline, 'retrieval': the retrieval "
         "floor; floors cost no model time)",
     )
@@ -124,7 +142,18 @@ def args_sweep(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--storage", default=None, metavar="URL", help="with --cluster: fsspec URL workers write traces to"
     )
-    parser.add_argument("--out", default=None, help="sweeps directory (default: <trace_dir>/sweeps)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--out",
+        default=None,
+        help="the sweeps directory: the sweep goes to OUT/<name>-<hash> (default: <trace_dir>/sweeps)",
+    )
+    where.add_argument(
+        "--runs-dir",
+        default=None,
+        help="the runs directory: the sweep goes to RUNS_DIR/sweeps/<name>-<hash>, as "
+        "sl.sweep(runs_dir=RUNS_DIR) puts it",
+    )
     parser.add_argument(
         "--study",
         choices=["delegation"],
@@ -156,12 +185,20 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     source = sweep_source(args.tasks, args.out, args.config)
     split = source if is_suite_id(source) else str(Path(source).resolve())
-    selectors = args.suite or ("smoke" if is_suite_id(source) else "all")
+    chosen = args.suite or ("smoke" if is_suite_id(source) else "all")
+    selectors = tuple(t.strip() for t in chosen.split(","))
+    for selector in selectors:
+        if is_suite_id(selector) or Path(selector).suffix in (".yaml", ".yml", ".jsonl"):
+            what = "a built-in suite" if is_suite_id(selector) else "a task file"
+            raise ConfigError(
+                f"--suite {selector}: --suite picks task ids, 'smoke', 'all' or a kind; {selector!r} is "
+                f"{what}: pass it as --tasks {selector}"
+            )
     spec = SweepSpec(
         name=args.name,
         split=split,
-        tasks=tuple(t.strip() for t in selectors.split(",") if t.strip()),
-        models=tuple(m.strip() for m in args.models.split(",") if m.strip()),
+        tasks=tuple(t for t in selectors if t),
+        models=args.models,
         profile=args.profile,
         variants=(Variant(label="custom" if overrides else "default", overrides=overrides),),
         scaffolds=tuple(s for s in (x.strip() for x in args.scaffold.split(",")) if s and s != "profile"),
@@ -170,7 +207,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     df = run_grid(
         SweepGrid(spec, cache=not args.no_cache),
         load_config(args.config),
-        out_dir=args.out,
+        out_dir=sweeps_dir(args),
         max_workers=args.workers or 2,
         cluster=args.cluster,
         storage=args.storage,
@@ -212,6 +249,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def sweeps_dir(args: argparse.Namespace) -> Path | None:
+    """The sweeps directory ``--out`` or ``--runs-dir`` names (None: ``<trace_dir>/sweeps``)."""
+    if args.out:
+        return Path(args.out)
+    return Path(args.runs_dir) / "sweeps" if args.runs_dir else None
+
+
 STUDY_WORKERS = 1
 """Parent runs at once in the delegation study. One: a delegating parent runs on main and its
 children on light, two server processes; two parents at once keep both busy on 2 cores and got
@@ -238,8 +282,9 @@ def _cmd_delegation(args: argparse.Namespace) -> int:
     from subagent_lab.experiments.grid import run_grid
 
     spec = DelegationSpec(tasks_per_split=args.tasks_per_split, repeats=args.repeats, baseline=args.baseline)
-    df = run_grid(StudyGrid(spec, cache=not args.no_cache), load_config(args.config), out_dir=args.out,
-                  max_workers=args.workers or STUDY_WORKERS, cluster=args.cluster, storage=args.storage,
+    df = run_grid(StudyGrid(spec, cache=not args.no_cache), load_config(args.config),
+                  out_dir=sweeps_dir(args), max_workers=args.workers or STUDY_WORKERS, cluster=args.cluster,
+                  storage=args.storage,
                   on_start=lambda out: print(f"study {spec.name}-{spec.key()} -> {out}"))  # fmt: skip
     out = Path(df.attrs["grid_dir"])
     with pd.option_context("display.width", 250, "display.max_columns", 30):

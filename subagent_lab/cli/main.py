@@ -1,8 +1,10 @@
 """The ``subagent-lab`` command line.
 
 Every subcommand is one small function registered in ``COMMANDS``; a name with a space
-(``"models install"``) becomes a nested subcommand. Library errors (configuration, weights,
-server) are printed as one clear line and give exit status 2.
+(``"models install"``) becomes a nested subcommand. A usage error (an unknown option, a bad value)
+and the library's errors on what it was given (configuration, weights, server, a bad task id or
+model, a missing file: ``ConfigError``, ``ValueError``, ``OSError``) are printed as one line and
+give exit status 2; ``--traceback`` shows the whole traceback instead.
 """
 
 from __future__ import annotations
@@ -13,9 +15,13 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NoReturn
+
+from pydantic import ValidationError
 
 from subagent_lab.cli import lab as cli_lab
 from subagent_lab.cli import mine as cli_mine
+from subagent_lab.config.agent_profile import validation_problems
 from subagent_lab.config.profiles import LabConfig, load_config
 from subagent_lab.core.types import ConfigError
 from subagent_lab.local_models import server, weights
@@ -148,13 +154,31 @@ COMMANDS: list[Command] = [
 ]
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's parser, its usage errors printed as one line (its subcommands' parsers too)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def one_line(exc: BaseException) -> str:
+    """An error's message on one line (a validation error's problems ``; ``-separated)."""
+    text = validation_problems(exc) if isinstance(exc, ValidationError) else str(exc)
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip()) or type(exc).__name__
+
+
 def build_parser(commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentParser:
     """The argparse parser for ``commands`` (nested by the words of their names)."""
-    parser = argparse.ArgumentParser(prog="subagent-lab", description="Read-only sub-agent harness.")
+    parser = OneLineParser(prog="subagent-lab", description="Read-only sub-agent harness.")
     parser.add_argument(
-        "--config", default=None, help="profiles.yaml (default: $SUBAGENT_LAB_CONFIG or the repo's)"
+        "--config",
+        default=None,
+        help="profiles.yaml (default: $SUBAGENT_LAB_CONFIG, else ./profiles.yaml, else the packaged one)",
     )
-    groups: dict[tuple[str, ...], argparse._SubParsersAction[argparse.ArgumentParser]] = {
+    parser.add_argument(
+        "--traceback", action="store_true", help="show the whole traceback of an error, not one line"
+    )
+    groups: dict[tuple[str, ...], argparse._SubParsersAction[OneLineParser]] = {
         (): parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     }
     for command in commands:
@@ -177,15 +201,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.handler(args))
-    except (ConfigError, weights.WeightsError, server.ServerError) as exc:
-        print(f"subagent-lab: error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
+    except BrokenPipeError:  # before OSError, its base
         # Output piped into `head` and the like: not an error worth a traceback.
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silences the flush at exit
         return 0
+    except (ConfigError, weights.WeightsError, server.ServerError, ValueError, OSError) as exc:
+        if args.traceback:
+            raise
+        # ValueError covers pydantic's ValidationError (a bad model or field) and a task id not in
+        # the suite; OSError a file that is not there: what was given, not a bug of the harness.
+        print(f"subagent-lab: error: {one_line(exc)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

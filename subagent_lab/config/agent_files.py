@@ -311,7 +311,7 @@ class _Reader:
             raise ConfigError(
                 f"{self.path}: {which}: not among a sub-agent's read-only tools "
                 f"({', '.join(sorted(READONLY_TOOLS))}); a child may not hold a shell, an editor, the web "
-                "or other agents"
+                f"or other agents; {_refusal_fix(self.fmt, sorted({n for ns in bad.values() for n in ns}))}"
             )
         return tuple(dict.fromkeys(ours[name] for _, name in granted))
 
@@ -337,6 +337,16 @@ class _Reader:
                     granted.append(("permissions", str(rule.get("action"))))
             self.mapped["permissions"] = "tools (the actions allowed)"
         return granted
+
+
+def _refusal_fix(fmt: AgentFormat, names: list[str]) -> str:
+    """How the file gets imported anyway: the edit that takes ``names`` out of its grants."""
+    listed = ", ".join(names)
+    if fmt == "claude":
+        return f"to import it, add `disallowedTools: {listed}` to its front matter or drop it from tools"
+    if fmt == "opencode":
+        return f"to import it, set {listed} to false (tools) or deny (permission)"
+    return f"to import it, drop {listed} from tools"
 
 
 def _names(value: Any) -> list[str]:

@@ -13,13 +13,13 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from subagent_lab.config.packaged import DEFAULTS_DIR, prompt_candidates
 from subagent_lab.core.contracts import CONTRACTS
 from subagent_lab.core.types import ConfigError, ModelChoice
 from subagent_lab.core.yaml_load import read_config_text
 
 MAIN_AGENT_TOOLS: frozenset[str] = frozenset({"Read", "Grep", "Glob", "Edit", "Bash", "Task"})
 """Every tool a main agent may hold."""
-_REPO_ROOT = Path(__file__).resolve().parents[2]
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -132,14 +132,13 @@ class AgentProfile(BaseModel):
         return self
 
     def resolve_system_prompt(self, config_source: str | None) -> str:
-        """The prompt text: inline, or read from the file next to the config (ConfigError if missing)."""
+        """The prompt text: inline, or read from the file next to the config, else among the packaged
+        prompts (ConfigError if missing)."""
         if self.system_prompt is not None:
             return self.system_prompt
         assert self.system_prompt_file is not None  # guaranteed by _invariants
-        given = Path(self.system_prompt_file)
-        bases = [Path(config_source).parent] if config_source else []
-        bases.append(_REPO_ROOT)
-        candidates = [given] if given.is_absolute() else [base / given for base in bases]
+        config_dir = Path(config_source).parent if config_source else DEFAULTS_DIR
+        candidates = prompt_candidates(self.system_prompt_file, config_dir)
         for candidate in candidates:
             if candidate.is_file():
                 return read_config_text(candidate, what="system prompt")

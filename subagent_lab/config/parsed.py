@@ -14,7 +14,8 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
-from subagent_lab.config.profiles import LabConfig, default_config_path, load_config
+from subagent_lab.config.packaged import find_config
+from subagent_lab.config.profiles import LabConfig, load_config
 
 MAX_CONFIGS = 4
 """Configurations kept at once (a worker may serve the runs of a few sweeps)."""
@@ -24,7 +25,7 @@ _LOCK = threading.Lock()
 
 def parsed_config(path: str | Path | None = None) -> LabConfig:
     """``load_config(path)``, parsed once per process per version of the file and environment."""
-    where = Path(path or os.environ.get("SUBAGENT_LAB_CONFIG") or default_config_path()).resolve()
+    where = find_config(path)  # ConfigError naming every place looked at
     try:
         stat = where.stat()
     except OSError:

@@ -3,11 +3,13 @@ across sections (the main model defined, every preset fits every profile, every 
 served context) and the loader (``load_config``, the JSON schema for editors).
 
 ``profiles.yaml`` is validated into frozen pydantic models (``extra="forbid"``); every error is a
-``ConfigError`` naming the file and, where there is one, the field. The YAML itself is read by
-``subagent_lab.core.yaml_load`` (size cap, UTF-8, duplicate keys and recursive aliases rejected).
-Its parts live beside this module: a child profile in ``config.runtime_profile``, an endpoint and
-the embedded server in ``config.endpoints``, the main agent in ``config.agent_profile``, scaffold
-presets in ``config.presets``; ``LabConfig``'s field types can still be imported from here.
+``ConfigError`` naming the file and, where there is one, the field. Which file is read, and the
+packaged defaults a file may extend (``extends: defaults``), are ``config.packaged``'s. The YAML
+itself is read by ``subagent_lab.core.yaml_load`` (size cap, UTF-8, duplicate keys and recursive
+aliases rejected). Its parts live beside this module: a child profile in
+``config.runtime_profile``, an endpoint and the embedded server in ``config.endpoints``, the main
+agent in ``config.agent_profile``, scaffold presets in ``config.presets``; ``LabConfig``'s field
+types can still be imported from here.
 """
 
 from __future__ import annotations
@@ -29,6 +31,14 @@ from typing_extensions import Self  # typing's from Python 3.11
 
 from subagent_lab.config.agent_profile import AgentProfile, apply_overrides
 from subagent_lab.config.endpoints import NO_MODEL, ModelConfig, ServerConfig
+from subagent_lab.config.packaged import (
+    DEFAULTS_DIR,
+    EXTENDS_DEFAULTS,
+    PACKAGED_CONFIG,
+    RUNS_ENV,
+    find_config,
+    prompt_candidates,
+)
 from subagent_lab.config.presets import (
     BUILT_IN,
     NamedScaffold,
@@ -58,7 +68,8 @@ class LabConfig(BaseModel):
     scaffolds: dict[str, ScaffoldPreset] = {}
     """Named scaffold presets (``subagent_lab.config.scaffolds``); ``plain`` is built in."""
     trace_dir: str = "runs"
-    """Where traces go, relative to the config file's directory."""
+    """Where traces and sweeps go: a relative path is taken from the working directory at run time
+    (never the install's or the config file's directory); ``$SUBAGENT_LAB_RUNS`` replaces it."""
     source: str | None = None
     """The file this was loaded from (filled in by the loader)."""
 
@@ -157,8 +168,8 @@ class LabConfig(BaseModel):
         return cfg.base_url or self.server.base_url
 
     def trace_root(self) -> Path:
-        base = Path(self.source).parent if self.source else Path.cwd()
-        return (base / self.trace_dir).resolve()
+        """Where traces and sweeps go: ``trace_dir``, from the working directory when relative."""
+        return (Path.cwd() / self.trace_dir).resolve()
 
 
 SERVED_CONTEXT_FIELD = "server.n_ctx"
@@ -203,6 +214,8 @@ def context_overflows(config: LabConfig) -> list[str]:
 
 
 def _apply_env_overrides(raw: dict[str, Any], env: Mapping[str, str]) -> None:
+    if env.get(RUNS_ENV):
+        raw["trace_dir"] = env[RUNS_ENV]
     models = raw.setdefault("models", {}) or {}
     if not isinstance(models, dict):
         return  # a wrong shape: validation reports it with the field
@@ -250,34 +263,78 @@ def _load_prompt_files(raw: dict[str, Any], base: Path, path: Path) -> None:
             given = prof.pop("system_prompt_file")
             if not isinstance(given, str) or not given:
                 raise ConfigError(f"{where}: must be a file name, got {given!r}")
+            candidates = prompt_candidates(given, base)
+            found = next((c for c in candidates if c.is_file()), candidates[0])
             try:
-                text = read_config_text(base / given, what="system prompt")
+                text = read_config_text(found, what="system prompt")
             except ConfigError as exc:
-                raise ConfigError(f"{where}: {exc}") from None
+                tried = "" if len(candidates) < 2 else f" (looked beside the file, then in {DEFAULTS_DIR})"
+                raise ConfigError(f"{where}: {exc}{tried}") from None
             prof.setdefault("system_prompt", text)
         prof.setdefault("name", name)
 
 
 def load_config(path: str | Path | None = None, *, env: Mapping[str, str] | None = None) -> LabConfig:
-    """Load and validate ``profiles.yaml`` (default: ``$SUBAGENT_LAB_CONFIG`` or the repo's file)."""
+    """Load and validate ``profiles.yaml``: ``path``, else ``$SUBAGENT_LAB_CONFIG``, else the working
+    directory's, else the packaged defaults (``config.packaged.find_config``). A file that says
+    ``extends: defaults`` adds to the packaged file: its entries of ``models``, ``profiles``,
+    ``agents`` and ``scaffolds`` replace or join the packaged ones by name, its ``server`` fields
+    replace the packaged ones, any other key replaces the packaged value."""
     env = os.environ if env is None else env
-    path = Path(path or env.get("SUBAGENT_LAB_CONFIG") or default_config_path()).resolve()
-    raw = load_yaml_file(path)
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: the top level must be a mapping with 'models' and 'profiles'")
-    _load_prompt_files(raw, path.parent, path)
+    path = find_config(path, env)
+    raw = _read_raw(path)
+    extends = raw.pop("extends", None)
+    if extends is not None:
+        if extends != EXTENDS_DEFAULTS:
+            raise ConfigError(
+                f"{path}: extends: only {EXTENDS_DEFAULTS!r} (the packaged profiles.yaml) can be "
+                f"extended, got {extends!r}"
+            )
+        raw = _merged(_read_raw(PACKAGED_CONFIG), raw)
+    incomplete = extends is None and not {"models", "profiles"} <= set(raw)
     _apply_env_overrides(raw, env)
     raw["source"] = str(path)
     try:
         return LabConfig.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(_format_validation(path, exc)) from None
+        message = _format_validation(path, exc)
+        if incomplete:
+            message += (
+                f"\n  (to add to the packaged profiles.yaml instead, start the file with "
+                f"`extends: {EXTENDS_DEFAULTS}`)"
+            )
+        raise ConfigError(message) from None
+
+
+def _read_raw(path: Path) -> dict[str, Any]:
+    """One file's mapping, its profiles' prompt files read (beside it, else the packaged ones)."""
+    raw = load_yaml_file(path)
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping with 'models' and 'profiles'")
+    _load_prompt_files(raw, path.parent, path)
+    return raw
+
+
+MERGED_BY_NAME = ("models", "profiles", "agents", "scaffolds", "server")
+"""The sections a file that extends the defaults merges entry by entry (``server``: field by field)."""
+
+
+def _merged(defaults: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
+    """``own`` over ``defaults``: the named sections merged by entry, any other key replaced."""
+    out = dict(defaults)
+    for key, value in own.items():
+        base = defaults.get(key)
+        if key in MERGED_BY_NAME and isinstance(base, dict) and isinstance(value, dict):
+            out[key] = {**base, **value}
+        else:
+            out[key] = value
+    return out
 
 
 def default_config_path() -> Path:
-    """The repository's ``profiles.yaml`` (next to the package), else one in the working directory."""
-    repo_file = Path(__file__).resolve().parents[2] / "profiles.yaml"
-    return repo_file if repo_file.exists() else Path.cwd() / "profiles.yaml"
+    """The file ``load_config()`` reads (``config.packaged.find_config`` without ``config=``):
+    ``$SUBAGENT_LAB_CONFIG``, else the working directory's ``profiles.yaml``, else the packaged one."""
+    return find_config(None)
 
 
 def config_json_schema() -> dict[str, Any]:
@@ -285,4 +342,12 @@ def config_json_schema() -> dict[str, Any]:
     schema = LabConfig.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "subagent_lab profiles.yaml"
+    # `extends` is read by the loader, not kept in LabConfig: a file that extends the defaults
+    # needs neither models nor profiles of its own.
+    schema["properties"]["extends"] = {
+        "const": EXTENDS_DEFAULTS,
+        "description": "Add to (or replace entries of) the packaged profiles.yaml",
+    }
+    required = schema.pop("required", [])
+    schema["anyOf"] = [{"required": ["extends"]}, {"required": required}]
     return schema

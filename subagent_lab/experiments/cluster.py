@@ -339,8 +339,9 @@ def dask_setup(worker: Any) -> None:
     """``dask worker --preload subagent_lab.experiments.cluster``: start this machine's embedded
     server when the worker starts (one per machine; CPU-only fleets), not on its first run.
 
-    The configuration is ``$SUBAGENT_LAB_CONFIG`` (or the repository's ``profiles.yaml``) on the
-    worker's machine; a failure is logged, and each run then reports it as a model error.
+    The configuration is ``$SUBAGENT_LAB_CONFIG`` (else the working directory's ``profiles.yaml``,
+    else the packaged one) on the worker's machine; a failure is logged, and each run then reports
+    it as a model error.
     """
     from subagent_lab.local_models.server import ensure_server
 

@@ -140,3 +140,29 @@ def test_a_submodule_pointer_is_signed_and_a_linked_git_info_is_not(tree: Path) 
             rg_listing.signature(fd)
     finally:
         os.close(fd)
+
+
+def test_hostile_ignore_files_cannot_carry_a_directory_grep_past_its_time_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 52: nested ignore files of 250 wildcard rules each (within the exact subset, so the
+    Python walk evaluates them for every entry) made the walk run on past the search's limit,
+    which held for rg only. With the limit injected small, the call ends by it, with the cut said."""
+    import time
+
+    from subagent_lab.core.tool import ToolError
+    from subagent_lab.tools import rg
+
+    level = tmp_path / "ws"
+    for depth in range(8):
+        level.mkdir(parents=True)
+        (level / ".gitignore").write_text("".join(f"*q{depth}x{i}*z*\n" for i in range(250)))
+        for name in range(40):
+            (level / f"file{name}.py").write_text("needle\n")
+        level = level / "sub"
+    limit = 0.3
+    monkeypatch.setattr(rg, "TIMEOUT_S", limit)
+    started = time.monotonic()
+    with pytest.raises(ToolError, match=r"was cut after 0(\.3)? s .*narrow it"):
+        _files(Workspace(tmp_path / "ws"))
+    assert time.monotonic() - started < limit + 0.7  # the walk alone takes seconds here

@@ -10,8 +10,10 @@ row, the traces gzip-compressed (a parent's and its children's) and the new cach
 driver writes the traces under the grid's directory, the entries into its call cache and the row
 into ``results.jsonl``, so resume, the one results log and the cache work as they do on one
 machine. With ``storage`` (an fsspec URL: ``file:///shared/x``, ``s3://bucket/x``) the worker
-writes the compressed traces there instead and the row's ``trace_path`` is its URL. The driver
-trusts nothing a worker returns (``experiments.worker_result``).
+writes the compressed traces there instead and the row's ``trace_path`` is its URL. A batch comes
+back as msgpack bytes of plain data, checked run by run against the run it belongs to
+(``experiments.worker_result``). Dask's own transport pickles, so the cluster's processes are
+trusted like the driver (docs/redteam.md, "Trust boundary of each surface"); what a run made is not.
 
 A worker lost mid-run: the scheduler runs its tasks again on another worker; every task start is
 logged as a Dask event, so the row of a run that started more than once says ``retried`` (and

@@ -44,6 +44,10 @@ MAX_IGNORE_FILE_BYTES = 1_000_000
 """A larger ignore file makes the tree unsigned (its bytes are hashed on every call)."""
 CACHED_LISTINGS = 16
 """Listings kept (least recently used dropped)."""
+WALK_SHARE = 0.3
+"""The share of a search's time left that the walk (signing the tree, evaluating its ignore files)
+may take; past it rg lists the tree, and the directory is not walked again while it is remembered
+(hostile ignore files make the walk slow on every new glob or path, rg's compiled globs are not)."""
 IGNORE_FILES = frozenset({".gitignore", ".ignore", ".rgignore"})
 """The per-directory files whose rules rg's walk applies (and ``.git/info/exclude``)."""
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -53,6 +57,8 @@ _lock = threading.Lock()
 _listings: OrderedDict[tuple[object, ...], tuple[bytes, list[str]]] = OrderedDict()
 _unsigned: OrderedDict[tuple[object, ...], None] = OrderedDict()
 """Trees found over the signature walk's bounds: not walked again."""
+_slow: OrderedDict[tuple[int, int], None] = OrderedDict()
+"""Directories (device, inode) whose walk ran past its share of a search's time: rg lists them."""
 
 
 class _Unsigned(Exception):
@@ -78,6 +84,7 @@ def clear_cache() -> None:
     with _lock:
         _listings.clear()
         _unsigned.clear()
+        _slow.clear()
 
 
 def _file_bytes(dir_fd: int, name: str) -> bytes:
@@ -325,31 +332,56 @@ def list_files(ws: Workspace, pinned_fd: int, glob: str | None, deadline: float)
     Secrets are left to ``Workspace.is_secret`` (the caller's): the rule every search hit gets,
     without ~90 globs for rg to compile on every call. No ``--max-filesize``: a file's size is
     checked when it is opened, so the listing depends on names only. The signature walk's own
-    view gives the listing where ``walk_listing`` can give rg's: then no rg is started.
-    ``ListingTimedOut`` when the walk runs past ``deadline`` (rg past it lists what it had)."""
+    view gives the listing where ``walk_listing`` can give rg's: then no rg is started. The walk
+    gets ``WALK_SHARE`` of the time left; ``ListingTimedOut`` when rg's listing runs past
+    ``deadline``."""
     args = [rg._rg_binary(), "--files", "--null", "--no-config", "--no-follow", "--hidden"]
     args += [*rg.walk_filters(ws, glob, secrets=False), "--", "."]
     info = os.fstat(pinned_fd)
     key = (tuple(args), info.st_dev, info.st_ino)
-    walked = _walked(key, pinned_fd, deadline)
     before = None
-    if walked is not None:
-        before, tree = walked
+    try:
+        listed, before = _from_walk(key, pinned_fd, glob, ws.honour_gitignore, deadline)
+    except ListingTimedOut:
         with _lock:
-            kept = _listings.get(key)
-            if kept is not None and kept[0] == before:
-                _listings.move_to_end(key)
-                return list(kept[1])
-        listed = walk_listing(tree, glob, ws.honour_gitignore, deadline)
-        if listed is not None:  # the walk's own view: consistent with its signature
-            _keep(key, before, listed)
-            return listed
+            _slow[(info.st_dev, info.st_ino)] = None
+            while len(_slow) > CACHED_LISTINGS:
+                _slow.popitem(last=False)
+        listed = None
+    if listed is not None:
+        return listed
     listed, complete = _rg_list(args, pinned_fd, deadline)
+    if not complete and time.monotonic() >= deadline:
+        raise ListingTimedOut
     if before is None or not complete:
         return listed
     if time.monotonic() < deadline and _signed(key, pinned_fd, deadline) == before:  # unchanged meanwhile
         _keep(key, before, listed)
     return listed
+
+
+def _from_walk(
+    key: tuple[object, ...], pinned_fd: int, glob: str | None, honour: bool, deadline: float
+) -> tuple[list[str] | None, bytes | None]:
+    """(the kept listing or the walk's own, None where rg must list; the tree's signature, None
+    where it has none). ``ListingTimedOut`` past its share of the time left (``WALK_SHARE``)."""
+    with _lock:
+        if key[1:] in _slow:  # (device, inode)
+            return None, None
+    now = time.monotonic()
+    walked = _walked(key, pinned_fd, now + max(deadline - now, 0.0) * WALK_SHARE)
+    if walked is None:
+        return None, None
+    before, tree = walked
+    with _lock:
+        kept = _listings.get(key)
+        if kept is not None and kept[0] == before:
+            _listings.move_to_end(key)
+            return list(kept[1]), before
+    listed = walk_listing(tree, glob, honour, now + max(deadline - now, 0.0) * WALK_SHARE)
+    if listed is not None:  # the walk's own view: consistent with its signature
+        _keep(key, before, listed)
+    return listed, before
 
 
 def _signed(key: tuple[object, ...], dir_fd: int, deadline: float) -> bytes | None:

@@ -196,6 +196,8 @@ def test_cli_import_agent_prints_the_profile_and_the_report(capsys: pytest.Captu
         ("---\nname: a\ntools: [read_file]\ntemperature: .nan\n---\nGo.\n", "temperature"),
         ("---\nname: a\ntools: [read_file]\ntemperature: true\n---\nGo.\n", "temperature"),
         (f"---\nname: a\ntools: [read_file]\ntimeout_mins: {10**400}\n---\nGo.\n", "timeout_mins"),
+        ("---\nname: a\ntools: [read_file]\nmax_turns: many\n---\nGo.\n", "max_turns"),
+        ("---\nname: a\ntools: [read_file]\nmax_turns: 2.5\n---\nGo.\n", "max_turns"),
     ],
 )
 def test_a_bad_name_or_number_is_a_config_error_naming_file_and_field(

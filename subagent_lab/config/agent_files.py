@@ -265,7 +265,12 @@ class _Reader:
         for key, target in (("maxTurns", "max_steps"), ("max_turns", "max_steps"), ("steps", "max_steps"),
                             ("max_steps", "max_steps")):  # fmt: skip
             if key in f:
-                updates[target] = f.pop(key)
+                turns = f.pop(key)
+                if isinstance(turns, bool) or not isinstance(turns, int):
+                    raise ConfigError(
+                        f"{self.path}: {key}: {str(turns)[:120]!r} is not a whole number of turns"
+                    )
+                updates[target] = turns
                 self.mapped[key] = f"{target} (a turn is one model call of the working phase)"
         if "timeout_mins" in f:
             updates["timeout_s"] = self._number("timeout_mins") * 60

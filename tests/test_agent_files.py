@@ -4,6 +4,7 @@ Claude Code export that imports back to the same profile."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -180,3 +181,71 @@ def test_cli_import_agent_prints_the_profile_and_the_report(capsys: pytest.Captu
     assert "explorer:" in out and '# no counterpart: model_reasoning_effort = "medium"' in out
     assert main(["import-agent", str(FIXTURES / "claude" / "test-writer.md")]) == 2
     assert "tools: Bash, Write, Edit" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("---\nname: ../../../escaped\ntools: [read_file]\n---\nGo.\n", "name"),
+        ("---\nname: /tmp/escaped\ntools: [read_file]\n---\nGo.\n", "name"),
+        ("---\nname: a/b\ntools: [read_file]\n---\nGo.\n", "name"),
+        ("---\nname: ..\ntools: [read_file]\n---\nGo.\n", "name"),
+        ("---\nname: [x]\ntools: [read_file]\n---\nGo.\n", "name"),
+        ("---\nname: a\ntools: [read_file]\ntimeout_mins: soon\n---\nGo.\n", "timeout_mins"),
+        ("---\nname: a\ntools: [read_file]\ntimeout_mins: [1]\n---\nGo.\n", "timeout_mins"),
+        ("---\nname: a\ntools: [read_file]\ntemperature: .nan\n---\nGo.\n", "temperature"),
+        ("---\nname: a\ntools: [read_file]\ntemperature: true\n---\nGo.\n", "temperature"),
+        (f"---\nname: a\ntools: [read_file]\ntimeout_mins: {10**400}\n---\nGo.\n", "timeout_mins"),
+        ("---\nname: a\ntools: [read_file]\nmax_turns: many\n---\nGo.\n", "max_turns"),
+        ("---\nname: a\ntools: [read_file]\nmax_turns: 2.5\n---\nGo.\n", "max_turns"),
+    ],
+)
+def test_a_bad_name_or_number_is_a_config_error_naming_file_and_field(
+    config: LabConfig, tmp_path: Path, text: str, field: str
+) -> None:
+    path = tmp_path / ".gemini" / "agents" / "a.md"
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    with pytest.raises(ConfigError) as refused:
+        import_agent(path, config=config)
+    message = str(refused.value)  # the YAML reader refuses an integer past a float's range itself
+    assert message.startswith(f"{path}:") and f" {field}:" in message, message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "name = 'a'\ndeveloper_instructions = 'Go.'\nx = " + "[" * 5000 + "]" * 5000 + "\n",  # deep nesting
+        "name = 'a'\ndeveloper_instructions = 'Go.\n",  # an unclosed string
+        "name = 'a'\nname = 'b'\n",
+    ],
+)
+def test_malformed_toml_is_a_config_error_naming_the_file(
+    config: LabConfig, tmp_path: Path, text: str
+) -> None:
+    path = tmp_path / "a.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}: not valid TOML"):
+        import_agent(path, config=config)
+
+
+def test_an_agents_trace_stays_in_the_trace_directory_whatever_its_profile_name(
+    config: LabConfig, workspace: Path, tmp_path: Path
+) -> None:
+    """The trace path's layer on its own: a profile name holding a path (from an override, a config
+    or an agent file read before names were checked) still names a file inside the trace directory."""
+    from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
+    from subagent_lab.models.scripted import ScriptedModel, final
+
+    answer = {"status": "not_found", "summary": "nothing", "findings": [], "unanswered": []}
+    traces = tmp_path / "deep" / "runs"
+    for name in ("../../../escaped", str(tmp_path / "escaped"), ".."):
+        profiles = {**config.profiles, name: config.profiles["explore"].model_copy(update={"name": name})}
+        model = ScriptedModel([final(answer)])
+        launcher = SubagentLauncher(config.model_copy(update={"profiles": profiles}), workspace,
+                                    model_factory=lambda c, m, one=model: one, trace_dir=traces)  # fmt: skip
+        result = launcher.launch(SubagentRequest(task="Where is login?", profile=name))
+        assert result.trace_path is not None
+        trace = Path(result.trace_path)
+        assert trace.resolve().is_relative_to(traces.resolve()) and trace.is_file(), trace
+    assert not list(tmp_path.glob("escaped*")) and not list((tmp_path / "deep").glob("escaped*"))

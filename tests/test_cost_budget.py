@@ -177,3 +177,75 @@ def test_a_cap_on_a_model_priced_zero_says_it_cannot_bind(
     with warnings.catch_warnings():
         warnings.simplefilter("error", CostCapInert)
         launcher.launch(SubagentRequest(task="Where is login?", overrides={"cost_budget_usd": 1e9}))
+
+
+@pytest.mark.parametrize(
+    ("where", "value"),
+    [
+        ("price_per_mtok_input", "5.0e-324"),  # a denormal: its reciprocal overflows
+        ("price_per_mtok_output", ".inf"),
+        ("price_per_mtok_output", "1.0e+308"),
+        ("price_per_mtok_input", ".nan"),
+        ("cost_budget_usd", ".inf"),
+        ("cost_budget_usd", "1.0e+308"),
+    ],
+)
+def test_a_price_or_cap_out_of_bounds_is_a_config_error_naming_file_and_field(
+    config_path: str, where: str, value: str
+) -> None:
+    import yaml
+
+    from subagent_lab.config.profiles import load_config
+    from subagent_lab.core.types import ConfigError
+
+    path = Path(config_path)
+    raw = yaml.safe_load(path.read_text())
+    if where == "cost_budget_usd":
+        raw["profiles"]["explore"][where] = "@"
+    else:
+        raw["models"]["light"][where] = "@"
+    path.write_text(yaml.safe_dump(raw).replace("'@'", value))
+    with pytest.raises(ConfigError) as refused:
+        load_config(path, env={})
+    message = str(refused.value)  # the YAML reader refuses .inf and .nan itself, the model the rest
+    assert message.startswith(f"{path}:") and f".{where}:" in message, message
+
+
+@pytest.mark.parametrize(
+    ("limit", "price_in", "price_out"),
+    [
+        (1.0, 0.0, 5e-324),  # a denormal output price: its reciprocal is infinite
+        (float("inf"), 1.0, 1.0),  # an infinite cap
+        (1.0, 1e308, 1e308),  # a price whose product with any count overflows
+        (float("inf"), float("inf"), float("inf")),
+        (1e308, 5e-324, 5e-324),
+    ],
+)
+def test_budget_arithmetic_never_raises_but_to_refuse_a_call(
+    limit: float, price_in: float, price_out: float
+) -> None:
+    """Prices and caps built in code skip the config's bounds: admission still answers a cap or
+    refuses the call (``LimitReached``), never ``OverflowError`` / ``ValueError``."""
+    budget = Budget(total=10**6, context=10**5, cost=CostAccount(limit, Prices(price_in, price_out)))
+    try:
+        cap = budget.admit(100, 500, reserve_output=200)
+    except LimitReached as refused:
+        assert refused.reason == "cost_budget"
+    else:
+        assert 48 <= cap <= 500
+    budget.charge(budget.used.model_copy(update={"prompt_tokens": 10, "completion_tokens": 5}))
+
+
+@pytest.mark.parametrize("price", [5e-324, 1e308, float("inf")])
+@pytest.mark.parametrize("cap", [None, 1.0])
+def test_a_run_with_extreme_prices_set_in_code_ends_with_a_result(
+    config: LabConfig, make_launcher: LauncherFactory, price: float, cap: float | None
+) -> None:
+    """``sl.run``'s path (the launcher) with prices that skipped validation: the run ends with a
+    result (completed, or refused by its cost cap) and a finite cost, it does not raise."""
+    launcher, _ = make_launcher([tool_call("Grep", pattern="def login"), final(LOGIN_ANSWER)],
+                                _priced(config, price, price))  # fmt: skip
+    overrides = {} if cap is None else {"cost_budget_usd": cap}
+    result = launcher.launch(SubagentRequest(task="Where is login?", overrides=overrides))
+    assert result.terminal_reason in ("completed", "cost_budget"), result.detail
+    assert 0 <= result.cost_usd < float("inf")

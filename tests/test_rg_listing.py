@@ -4,6 +4,7 @@ every change that alters what rg would list is seen on the next search."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -140,3 +141,41 @@ def test_a_submodule_pointer_is_signed_and_a_linked_git_info_is_not(tree: Path) 
             rg_listing.signature(fd)
     finally:
         os.close(fd)
+
+
+def test_hostile_ignore_files_cannot_carry_a_directory_grep_past_its_time_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 52: nested ignore files of 250 wildcard rules each (within the exact subset, so the
+    Python walk evaluates them for every entry) made the walk run on past the search's limit,
+    which held for rg only, on every new glob. With the limit injected small, the call ends by it:
+    the walk gives up at its share of the time and rg lists (or the search is cut, and says so);
+    the next call, with a new glob, does not walk the directory again."""
+    import time
+
+    from subagent_lab.core.tool import ToolError
+    from subagent_lab.tools import rg
+
+    level = tmp_path / "ws"
+    for depth in range(8):
+        level.mkdir(parents=True)
+        (level / ".gitignore").write_text("".join(f"*q{depth}x{i}*z*\n" for i in range(250)))
+        for name in range(40):
+            (level / f"file{name}.py").write_text("needle\n")
+        level = level / "sub"
+    walks: list[object] = []
+    walk = rg_listing._walk
+    monkeypatch.setattr(rg_listing, "_walk", lambda *a: walks.append(a) or walk(*a))
+    limit = 0.3
+    monkeypatch.setattr(rg, "TIMEOUT_S", limit)
+    ws = Workspace(tmp_path / "ws")
+    for glob in (None, "*.py"):
+        started = time.monotonic()
+        try:
+            found = _files(ws, glob)
+        except ToolError as cut:
+            assert re.search(r"was cut after 0(\.3)? s .*narrow it", str(cut)), cut
+        else:
+            assert len(found) == 320  # rg's listing: no rule matches a file here
+        assert time.monotonic() - started < limit + 0.7  # the walk alone takes seconds here
+    assert len(walks) == 1  # the second glob went to rg at once

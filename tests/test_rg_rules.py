@@ -277,3 +277,26 @@ def test_ignore_globs_are_matched_without_repetition() -> None:
         for piece in segment.pieces
     ]
     assert sources and all(re.search(rb"(?<!\\)[*+?{]", source) is None for source in sources)
+
+
+@pytest.mark.parametrize(
+    ("ignore", "kept"),
+    [
+        ("x\r\ns/foo\\ \r", True),  # last line, no newline: rg keeps its \r, trims it, and the glob
+        # then ends in a dangling \ (an error): nothing is excluded by it
+        ("s/foo\\ \r\nx\r", False),  # the same line before a newline: its \r goes, the blank is escaped
+        ("x\r\ns/foo \r", True),  # the blank is trimmed with the \r: s/foo, not s/foo , goes
+        ("x\r\n/s/foo\r", True),
+    ],
+)
+def test_a_crlf_ignore_files_last_line_is_read_as_rg_reads_it(
+    tmp_path: Path, ignore: str, kept: bool
+) -> None:
+    root = _write(tmp_path / "ws", {"s/foo": "", "s/foo ": "", "top": ""})
+    (root / ".gitignore").write_bytes(ignore.encode())
+    walked, listed = _both(root)
+    assert ("s/foo " in listed) == kept  # the expectation checks rg itself
+    assert walked is None or walked == listed
+    exact = rg_ignore.parse(ignore.encode())
+    if exact is not None:  # the exact reader's verdict on the name alone, as rg's
+        assert (exact.matched([b"s", b"foo "], 0, False) is True) == (not kept)

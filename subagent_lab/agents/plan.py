@@ -9,6 +9,7 @@ and the main agent then only open the trace, run the loop on the plan and build 
 
 from __future__ import annotations
 
+import re
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -179,6 +180,15 @@ def _granted(profile: RuntimeProfile, grant: BudgetNode | None) -> RuntimeProfil
     return profile.model_copy(update=update) if update else profile
 
 
+_NOT_IN_FILE_NAMES = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def trace_stem(name: str) -> str:
+    """A profile's name as it starts its trace file's name: one path component of a fixed alphabet
+    (a name from an agent file or an override may hold ``/`` or start with one), at most 100."""
+    return _NOT_IN_FILE_NAMES.sub("_", name)[:100] or "run"
+
+
 def plan_run(
     config: LabConfig,
     request: SubagentRequest,
@@ -201,7 +211,7 @@ def plan_run(
     run_id = new_id("run")
     bare = RunPlan(
         run_id=run_id,
-        trace_path=trace_dir / session_id / f"{profile.name}-{run_id}.jsonl",
+        trace_path=trace_dir / session_id / f"{trace_stem(profile.name)}-{run_id}.jsonl",
         profile=profile,
         model=model,
         spec=spec,

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from subagent_lab.config.profiles import ModelConfig
+from subagent_lab.core.budget import Prices
 from subagent_lab.core.loop import LoopOutcome
 from subagent_lab.core.model import same_model
 from subagent_lab.core.types import ModelChoice, Usage
@@ -116,11 +117,10 @@ def served_identity(asked: str, fallback: bool, served: list[str], terminal_reas
 
 
 def cost_usd(usage: Usage, model: ModelConfig) -> float:
-    """What ``usage`` costs at the model's (notional) prices."""
-    return (
-        usage.prompt_tokens * model.price_per_mtok_input
-        + usage.completion_tokens * model.price_per_mtok_output
-    ) / 1e6
+    """What ``usage`` costs at the model's (notional) prices (finite: ``Prices.cost``)."""
+    return Prices(model.price_per_mtok_input, model.price_per_mtok_output).cost(
+        usage.prompt_tokens, usage.completion_tokens
+    )
 
 
 class MainRunResult(RunResult):

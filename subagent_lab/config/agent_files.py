@@ -21,6 +21,8 @@ agent) is refused with a ConfigError naming the file and the field: a child cann
 
 from __future__ import annotations
 
+import math
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -55,6 +57,9 @@ SMALL_MODEL_WORDS = ("haiku", "mini", "nano", "flash", "lite", "small", "light")
 """A model id naming one of these is imported as ``light``; any other as ``main``."""
 EXPORT_MODEL = {"light": "haiku", "main": "sonnet"}
 """The Claude Code model alias a profile's model choice exports as (they import back the same)."""
+AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+"""What an agent's name may be: one plain file-name component (it names the run's trace file), never
+``..``, a path or an absolute path."""
 
 
 class Unmapped(BaseModel):
@@ -202,6 +207,8 @@ def _toml(text: str, path: Path) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except (RecursionError, ValueError) as exc:  # nesting past the stack, a value tomllib rejects late
+        raise ConfigError(f"{path}: not valid TOML: {type(exc).__name__}") from None
 
 
 def model_choice(model: str) -> ModelChoice | None:
@@ -230,8 +237,15 @@ class _Reader:
         f, fmt = self.fields, self.fmt
         updates: dict[str, Any] = {}
         named = bool(f.get("name"))
-        updates["name"] = str(f.pop("name", None) or self.path.stem)
-        self.mapped["name" if named else "(file name)"] = "name"
+        name = f.pop("name", None) or self.path.stem
+        field = "name" if named else "(file name)"
+        if not isinstance(name, str) or not AGENT_NAME.fullmatch(name) or ".." in name:
+            raise ConfigError(
+                f"{self.path}: {field}: {str(name)[:120]!r} is not a plain agent name (letters, digits, "
+                "'-', '_', '.'; at most 100; no path): it names the run's trace file"
+            )
+        updates["name"] = name
+        self.mapped[field] = "name"
         if "description" in f:
             updates["description"] = str(f.pop("description") or "")
             self.mapped["description"] = "description"
@@ -251,13 +265,18 @@ class _Reader:
         for key, target in (("maxTurns", "max_steps"), ("max_turns", "max_steps"), ("steps", "max_steps"),
                             ("max_steps", "max_steps")):  # fmt: skip
             if key in f:
-                updates[target] = f.pop(key)
+                turns = f.pop(key)
+                if isinstance(turns, bool) or not isinstance(turns, int):
+                    raise ConfigError(
+                        f"{self.path}: {key}: {str(turns)[:120]!r} is not a whole number of turns"
+                    )
+                updates[target] = turns
                 self.mapped[key] = f"{target} (a turn is one model call of the working phase)"
         if "timeout_mins" in f:
-            updates["timeout_s"] = float(f.pop("timeout_mins")) * 60
+            updates["timeout_s"] = self._number("timeout_mins") * 60
             self.mapped["timeout_mins"] = "timeout_s (x 60)"
         if "temperature" in f:
-            self.temperature = float(f.pop("temperature"))
+            self.temperature = self._number("temperature")
             self.mapped["temperature"] = "ImportedAgent.temperature (a request's sampling, not a profile's)"
         if EXTRA_KEY in f:
             block = f.pop(EXTRA_KEY)
@@ -267,6 +286,19 @@ class _Reader:
             self.mapped[EXTRA_KEY] = ", ".join(sorted(block))
         self.unmapped.extend(Unmapped(field=k, value=v) for k, v in f.items())
         return updates
+
+    def _number(self, key: str) -> float:
+        """Field ``key`` as a finite number (taken from the fields); ConfigError naming the file and
+        the field for text, a list, a boolean, NaN or an infinity."""
+        value = self.fields.pop(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            try:
+                number = float(value)
+            except OverflowError:  # an integer past a float's range
+                number = math.inf
+            if math.isfinite(number):
+                return number
+        raise ConfigError(f"{self.path}: {key}: {str(value)[:120]!r} is not a finite number")
 
     def _model(self, updates: dict[str, Any]) -> None:
         if "model" not in self.fields:

@@ -14,6 +14,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from subagent_lab.config.packaged import DEFAULTS_DIR, prompt_candidates
+from subagent_lab.core.budget import CostCapUsd
 from subagent_lab.core.contracts import CONTRACTS
 from subagent_lab.core.types import ConfigError, ModelChoice
 from subagent_lab.core.yaml_load import read_config_text
@@ -74,7 +75,7 @@ class AgentProfile(BaseModel):
     served context (16,384 on the embedded server)."""
     total_token_budget: int = Field(default=120000, gt=0)
     """Upper bound on the parent's own prompt + completion tokens, over all verification retries."""
-    cost_budget_usd: float | None = Field(default=None, gt=0)
+    cost_budget_usd: CostCapUsd | None = None
     """Upper bound in USD on what the run costs at the models' prices: the parent's own calls, its
     Task children and its verification children together (None: no cost cap)."""
     model: ModelChoice = "main"

@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from subagent_lab.core.budget import PricePerMtok
+
 DEFAULT_SERVER_URL = "http://127.0.0.1:8765/v1"
 
 
@@ -25,8 +27,9 @@ class ModelConfig(BaseModel):
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     seed: int | None = 0
     max_output_tokens: int = Field(default=1024, gt=0)
-    price_per_mtok_input: float = Field(default=0.0, ge=0.0)
-    price_per_mtok_output: float = Field(default=0.0, ge=0.0)
+    price_per_mtok_input: PricePerMtok = 0.0
+    price_per_mtok_output: PricePerMtok = 0.0
+    """USD per million tokens: 0, or finite within the bounds ``core.budget`` sets (checked at load)."""
     tool_protocol: Literal["native", "json"] = "json"
     """``native``: ``tools=``/``tool_calls``; ``json``: one JSON action per turn, schema-constrained."""
     constrain_output: bool = True

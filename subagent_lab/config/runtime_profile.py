@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from subagent_lab.config import legacy
 from subagent_lab.config.agent_profile import apply_overrides
 from subagent_lab.config.scaffolds import BASE, Scaffold, symbol_tools_allowed
+from subagent_lab.core.budget import CostCapUsd
 from subagent_lab.core.contracts import CONTRACTS
 from subagent_lab.core.types import ModelChoice
 from subagent_lab.tools.symbols import SYMBOL_TOOLS
@@ -43,7 +44,7 @@ class RuntimeProfile(BaseModel):
     """Upper bound on the prompt tokens of any single model call."""
     total_token_budget: int = Field(gt=0)
     """Upper bound on prompt + completion tokens over the whole run."""
-    cost_budget_usd: float | None = Field(default=None, gt=0)
+    cost_budget_usd: CostCapUsd | None = None
     """Upper bound on the run's cost in USD at its model's prices (None: no cost cap); a child of a
     parent with a cost cap gets at most what is left of the parent's."""
     model: ModelChoice = "light"

@@ -27,7 +27,9 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field
 
 from subagent_lab.core.context import estimate_text
 from subagent_lab.core.types import LimitReached, ModelResponse, Usage
@@ -36,6 +38,41 @@ MIN_OUTPUT_TOKENS = 48
 """A call that could not produce at least this many tokens is not worth starting."""
 MAX_FIGURE = 10**12
 """The most tokens one figure may say (far above any budget): larger reports are clamped."""
+MAX_PRICE_PER_MTOK = 1e6
+"""The highest price a configuration may give a million tokens, in USD (far above any model's)."""
+MIN_PRICE_PER_MTOK = 1e-6
+"""The lowest price other than 0 a configuration may give a million tokens, in USD: smaller is a
+typo or a denormal (``5e-324``), whose reciprocal overflows."""
+MAX_COST_USD = 1e9
+"""The highest cost cap a configuration may set, in USD."""
+MAX_USD_FIGURE = 1e18
+"""The most a cost figure may say, in USD (far above any cap): larger ones are clamped."""
+
+
+def _price(value: float) -> float:
+    if 0 < value < MIN_PRICE_PER_MTOK:
+        raise ValueError(
+            f"{value!r} USD per million tokens is below {MIN_PRICE_PER_MTOK:g} (a denormal or a typo); "
+            "write 0 for a free model"
+        )
+    return value
+
+
+PricePerMtok = Annotated[
+    float, Field(ge=0.0, le=MAX_PRICE_PER_MTOK, allow_inf_nan=False), AfterValidator(_price)
+]
+"""A configured price in USD per million tokens: 0, or finite within [``MIN_PRICE_PER_MTOK``,
+``MAX_PRICE_PER_MTOK``]."""
+CostCapUsd = Annotated[float, Field(gt=0.0, le=MAX_COST_USD, allow_inf_nan=False)]
+"""A configured cost cap in USD: positive and finite, at most ``MAX_COST_USD``."""
+
+
+def whole(value: float) -> int:
+    """``floor(value)`` clamped to ``±MAX_FIGURE`` for any float (NaN: 0; infinities: the
+    bounds), so no price or cap makes the budget's arithmetic raise."""
+    if math.isnan(value):
+        return 0
+    return math.floor(min(max(value, -MAX_FIGURE), MAX_FIGURE))
 
 
 @dataclass(frozen=True)
@@ -67,8 +104,14 @@ class Prices:
     output_per_mtok: float = 0.0
 
     def cost(self, prompt_tokens: int, completion_tokens: int = 0) -> float:
-        """What ``prompt_tokens`` in and ``completion_tokens`` out cost, in USD."""
-        return (prompt_tokens * self.input_per_mtok + completion_tokens * self.output_per_mtok) / 1e6
+        """What ``prompt_tokens`` in and ``completion_tokens`` out cost, in USD, at most
+        ``MAX_USD_FIGURE`` (prices set in code skip the config's bounds: an infinite or a 1e308 price
+        gives that figure, not an infinity that JSON cannot hold and arithmetic turns into NaN)."""
+        usd = (
+            (prompt_tokens * self.input_per_mtok if prompt_tokens else 0.0)  # 0 x inf is NaN
+            + (completion_tokens * self.output_per_mtok if completion_tokens else 0.0)
+        ) / 1e6
+        return usd if usd <= MAX_USD_FIGURE else MAX_USD_FIGURE  # NaN too
 
 
 class BudgetSpent(Exception):
@@ -208,13 +251,14 @@ class BudgetNode:
         """Record a spend here and in every scope this one counts against; the part of it that was
         held for this node above is no longer held."""
         with self.lock:
+            usd = usd if usd > 0.0 else 0.0  # NaN too
             for node in self.scopes():
-                node.spent_tokens += tokens
-                node.spent_usd += max(usd, 0.0)
+                node.spent_tokens = min(node.spent_tokens + tokens, MAX_FIGURE)
+                node.spent_usd = min(node.spent_usd + usd, MAX_USD_FIGURE)
             for node in self.scopes():
                 held_tokens, held_usd = node._holding
                 if held_tokens or held_usd:
-                    take_tokens, take_usd = min(held_tokens, tokens), min(held_usd, max(usd, 0.0))
+                    take_tokens, take_usd = min(held_tokens, tokens), min(held_usd, usd)
                     node._holding = (held_tokens - take_tokens, held_usd - take_usd)
                     for above in node.scopes()[:-1]:
                         above.held_tokens -= take_tokens
@@ -330,11 +374,11 @@ class Budget:
         prices = self.cost.prices
         reserve = prices.cost(prompt_tokens, reserve_output) if reserve_output else 0.0
         left = self.cost.left_usd - prices.cost(prompt_tokens) - reserve
-        if left < 0:
+        if not left >= 0:  # NaN too: an infinite price against an infinite cap affords nothing
             return -1
         if prices.output_per_mtok <= 0:
             return None
-        return math.floor(left * 1e6 / prices.output_per_mtok)
+        return whole(left * 1e6 / prices.output_per_mtok)
 
     def admit(self, prompt_tokens: int, wanted: int, reserve_output: int = 0) -> int:
         """The output cap for a call with ``prompt_tokens``; raises ``LimitReached`` if it may not

@@ -7,11 +7,10 @@ conservative estimate; every decision and call is a trace event.
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any, Literal, NoReturn
 
-from subagent_lab.core.budget import count_call
+from subagent_lab.core.budget import count_call, whole
 from subagent_lab.core.context import compact
 from subagent_lab.core.contracts import contract_schema
 from subagent_lab.core.evidence import bounded_answer
@@ -162,7 +161,7 @@ def _admit(run: Run, request: ModelRequest, count: TokenCount, wanted: int, purp
         if cost is not None and cost.prices.input_per_mtok > 0:
             price = cost.prices
             spare_usd = cost.left_usd - price.cost(count.tokens, request.max_tokens + reserve)
-            attempts = min(attempts, math.floor(spare_usd / max(price.cost(count.tokens), 1e-12)))
+            attempts = min(attempts, whole(spare_usd / max(price.cost(count.tokens), 1e-12)))
         request.max_spent_attempts = max(attempts, 0)
     except LimitReached as refused:
         run.trace.emit(BudgetDecision, **decision, allowed=False, detail=refused.detail)

@@ -10,8 +10,10 @@ row, the traces gzip-compressed (a parent's and its children's) and the new cach
 driver writes the traces under the grid's directory, the entries into its call cache and the row
 into ``results.jsonl``, so resume, the one results log and the cache work as they do on one
 machine. With ``storage`` (an fsspec URL: ``file:///shared/x``, ``s3://bucket/x``) the worker
-writes the compressed traces there instead and the row's ``trace_path`` is its URL. The driver
-trusts nothing a worker returns (``experiments.worker_result``).
+writes the compressed traces there instead and the row's ``trace_path`` is its URL. A batch comes
+back as msgpack bytes of plain data, checked run by run against the run it belongs to
+(``experiments.worker_result``). Dask's own transport pickles, so the cluster's processes are
+trusted like the driver (docs/redteam.md, "Trust boundary of each surface"); what a run made is not.
 
 A worker lost mid-run: the scheduler runs its tasks again on another worker; every task start is
 logged as a Dask event, so the row of a run that started more than once says ``retried`` (and
@@ -26,7 +28,6 @@ import contextlib
 import gzip
 import hashlib
 import json
-import math
 import os
 import shutil
 import threading
@@ -45,7 +46,15 @@ from subagent_lab.core.model import Model
 from subagent_lab.core.types import ModelChoice
 from subagent_lab.experiments.batching import Batcher
 from subagent_lab.experiments.grid_types import Grid, GridCell, Row
-from subagent_lab.experiments.worker_result import WorkerResultError, _write_trace, accept_result, failed_row
+from subagent_lab.experiments.worker_result import (
+    WorkerResultError,
+    _write_trace,
+    accept_result,
+    decode_batch,
+    encode_batch,
+    failed_row,
+    lab_namespaces,
+)
 from subagent_lab.local_models.factory import default_model_factory
 from subagent_lab.local_models.namespace import config_namespace
 from subagent_lab.models.cache import CachingModel, entry_path
@@ -53,7 +62,7 @@ from subagent_lab.models.pool import pooled_factory
 
 __all__ = [  # the driver's checks are re-exported: the red-team tests reach them through this module
     "START_TOPIC", "WorkerResultError", "_write_trace", "accept_result", "cluster_batch", "cluster_limiter",
-    "cluster_task", "dask_setup", "failed_row", "run_on_cluster",
+    "cluster_task", "dask_setup", "decode_batch", "encode_batch", "failed_row", "run_on_cluster",
 ]  # fmt: skip
 
 START_TOPIC = "subagent-lab-run-started"
@@ -143,7 +152,7 @@ def cluster_task(
         model = inner(choice, cfg)
         if cell.cache_dir is None:
             return model
-        wrapped = CachingModel(model, cache_dir, namespace=config_namespace(lab, cfg))
+        wrapped = CachingModel(model, cache_dir, namespace=config_namespace(lab, cfg), keep_requests=True)
         cached.append(wrapped)
         return wrapped
 
@@ -170,19 +179,26 @@ def cluster_task(
         if main:
             row["trace_path"] = f"{storage.rstrip('/')}/traces/{main}.gz"
     entries = {
-        key: entry_path(cache_dir, key).read_text(encoding="utf-8") for m in cached for key in m.written
+        key: {
+            "request": (m.requests or {})[key],
+            "response": entry_path(cache_dir, key).read_text(encoding="utf-8"),
+        }
+        for m in cached
+        for key in m.written
     }
     others = {rel: gz for rel, gz in sent.items() if rel != main}
-    return {"row": row, "trace_rel": main, "trace_gz": sent.get(main) if main else None,
+    plain = json.loads(json.dumps(row, default=str))  # the row as results.jsonl holds it: plain data
+    return {"row": plain, "trace_rel": main, "trace_gz": sent.get(main) if main else None,
             "traces": others, "cache": entries}  # fmt: skip
 
 
 def cluster_batch(
     grid: Grid[Any], cells: list[GridCell], config_json: str, storage: str | None, driver: str = ""
-) -> dict[str, Any]:
-    """Run ``cells`` one after another on a worker (one Dask task): ``outs``, each cell's
-    ``cluster_task`` result (or ``{"error": ...}`` where it raised), and ``seconds``, the batch's
-    wall time here (which sizes the next batches)."""
+) -> bytes:
+    """Run ``cells`` one after another on a worker (one Dask task) and return, as msgpack bytes
+    (``worker_result.encode_batch``: plain data, which the driver decodes without unpickling):
+    ``outs``, each cell's ``cluster_task`` result (or ``{"error": ...}`` where it raised), and
+    ``seconds``, the batch's wall time here (which sizes the next batches)."""
     started = time.perf_counter()
     outs: list[dict[str, Any]] = []
     for cell in cells:
@@ -190,7 +206,7 @@ def cluster_batch(
             outs.append(cluster_task(grid, cell, config_json, storage, driver))
         except Exception as exc:  # this cell's failure, not its batch's
             outs.append({"error": f"{type(exc).__name__}: {exc}"})
-    return {"outs": outs, "seconds": time.perf_counter() - started}
+    return encode_batch(outs, time.perf_counter() - started)
 
 
 def _take_traces(row: Row, scratch: Path, driver_dir: str) -> tuple[str | None, dict[str, bytes], int]:
@@ -246,6 +262,7 @@ def run_on_cluster(
         threads = sum(client.nthreads().values())
         slots = window or max(2 * threads, 4)
         pending: dict[str, list[GridCell]] = {}
+        namespaces = lab_namespaces(lab)  # the workers' configuration is this one, shipped
         todo, batcher, tasks = deque(cells), Batcher(threads), 0
 
         def submit() -> Any:
@@ -258,7 +275,7 @@ def run_on_cluster(
         done = as_completed([submit() for _ in range(min(slots, len(todo)))], loop=client.loop)
         for future in done:
             batch = pending.pop(future.key)
-            rows = _batch_rows(grid, batch, future, storage, batcher)
+            rows = _batch_rows(grid, batch, future, storage, batcher, namespaces)
             # The scheduler counts workers that died while running the task; the start events
             # also catch a start the scheduler gave up on. Either way the run started again.
             lost = _lost_workers(client, future.key)
@@ -276,27 +293,32 @@ def run_on_cluster(
 
 
 def _batch_rows(
-    grid: Grid[Any], batch: list[GridCell], future: Any, storage: str | None, batcher: Batcher
+    grid: Grid[Any],
+    batch: list[GridCell],
+    future: Any,
+    storage: str | None,
+    batcher: Batcher,
+    namespaces: frozenset[str] | None = None,
 ) -> list[Row]:
     """Each run's row from a finished task: accepted from what the worker returned, or a failed
-    row (the task's workers kept dying, or it returned something malformed)."""
+    row (the task's workers kept dying, or it returned something malformed). ``namespaces``: the
+    configuration's cache namespaces (None: each run's own, ``namespaces_of``)."""
     try:
         result = future.result()
     except Exception as exc:  # KilledWorker, or the task was lost
         return [failed_row(run, f"{type(exc).__name__}: {exc}", grid.identity) for run in batch]
-    outs = result.get("outs") if isinstance(result, dict) else None
-    if not isinstance(outs, list) or len(outs) != len(batch):
-        why = f"malformed worker result: not {len(batch)} results"
-        return [failed_row(run, why, grid.identity) for run in batch]
-    seconds = result.get("seconds")
-    batcher.observe(len(batch), float(seconds) if isinstance(seconds, int | float) else math.nan)
+    try:
+        outs, seconds = decode_batch(result, len(batch))
+    except WorkerResultError as exc:
+        return [failed_row(run, f"malformed worker result: {exc}", grid.identity) for run in batch]
+    batcher.observe(len(batch), seconds)
     rows = []
     for run, out in zip(batch, outs, strict=True):
         if isinstance(out, dict) and "error" in out:
             rows.append(failed_row(run, str(out["error"]), grid.identity))
             continue
         try:
-            rows.append(accept_result(run, out, storage, grid.identity))
+            rows.append(accept_result(run, out, storage, grid.identity, namespaces))
         except (WorkerResultError, OSError) as exc:
             rows.append(failed_row(run, f"malformed worker result: {exc}", grid.identity))
     return rows

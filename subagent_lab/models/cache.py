@@ -64,7 +64,9 @@ def request_key(namespace: str, request: ModelRequest) -> str:
 class CachingModel:
     """Wraps a model; one JSON file per request key under ``cache_dir``."""
 
-    def __init__(self, inner: Model, cache_dir: str | Path, namespace: str) -> None:
+    def __init__(
+        self, inner: Model, cache_dir: str | Path, namespace: str, *, keep_requests: bool = False
+    ) -> None:
         self.inner = inner
         count = getattr(inner, "count_prompt", None)
         if callable(count):
@@ -75,6 +77,9 @@ class CachingModel:
         self.misses = 0
         self.written: list[str] = []
         """Keys of the entries this wrapper wrote (a cluster worker sends them to the driver)."""
+        self.requests: dict[str, str] | None = {} if keep_requests else None
+        """With ``keep_requests``: key -> the request it was written for, as JSON (a cluster worker
+        sends it with the entry: the driver checks the key against it)."""
 
     def _path(self, key: str) -> Path:
         return entry_path(self.cache_dir, key)
@@ -94,4 +99,7 @@ class CachingModel:
         response = self.inner.complete(request)
         store_entry(self.cache_dir, key, response.model_dump_json())
         self.written.append(key)
+        if self.requests is not None:
+            # json.dumps, not pydantic's: a lone surrogate (a non-UTF-8 file name) stays an escape
+            self.requests[key] = json.dumps(request.model_dump(mode="json"))
         return response

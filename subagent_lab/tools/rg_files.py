@@ -33,7 +33,7 @@ from typing import IO, Any
 
 from subagent_lab.core.tool import ToolError
 from subagent_lab.tools import rg
-from subagent_lab.tools.rg_listing import list_files
+from subagent_lab.tools.rg_listing import ListingTimedOut, list_files
 from subagent_lab.workspace.sandbox import Workspace
 
 __all__ = ["Segments", "list_files", "open_listed", "search_walked"]
@@ -167,7 +167,13 @@ def search_walked(
     def feed(pipe: IO[bytes]) -> None:
         # Listed here, in the writer's thread: the searching rg starts (and compiles its regex)
         # while the listing runs.
-        listed = list_files(ws, pinned.fd, glob, deadline)
+        try:
+            listed = list_files(ws, pinned.fd, glob, deadline)
+        except ListingTimedOut:
+            run.timed_out = True  # the search reports the cut, as for rg past the deadline
+            with contextlib.suppress(BrokenPipeError, OSError):
+                pipe.close()
+            return
         files = open_listed(pinned.fd, listed, rg.MAX_FILESIZE, skip_secret)
         try:
             for path, fd in files:

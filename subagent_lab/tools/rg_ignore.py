@@ -38,7 +38,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from subagent_lab.tools.rg_rules import Pieces, ignore_text
+from subagent_lab.tools.rg_rules import Pieces, ignore_lines, ignore_text
 
 MAX_RULES = 256
 """Lines other than plain names that one file may hold before rg is asked to list instead."""
@@ -222,8 +222,8 @@ def parse(data: bytes) -> IgnoreFile | None:
         return None
     parsed = IgnoreFile()
     try:
-        for index, line in enumerate(text.split("\n")):
-            rule = _rule(line.removesuffix("\r"), index)
+        for index, line in enumerate(ignore_lines(text)):
+            rule = _rule(line, index)
             if rule is None:
                 continue
             runs = rule.runs

@@ -44,6 +44,10 @@ MAX_IGNORE_FILE_BYTES = 1_000_000
 """A larger ignore file makes the tree unsigned (its bytes are hashed on every call)."""
 CACHED_LISTINGS = 16
 """Listings kept (least recently used dropped)."""
+WALK_SHARE = 0.3
+"""The share of a search's time left that the walk (signing the tree, evaluating its ignore files)
+may take; past it rg lists the tree, and the directory is not walked again while it is remembered
+(hostile ignore files make the walk slow on every new glob or path, rg's compiled globs are not)."""
 IGNORE_FILES = frozenset({".gitignore", ".ignore", ".rgignore"})
 """The per-directory files whose rules rg's walk applies (and ``.git/info/exclude``)."""
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -53,10 +57,22 @@ _lock = threading.Lock()
 _listings: OrderedDict[tuple[object, ...], tuple[bytes, list[str]]] = OrderedDict()
 _unsigned: OrderedDict[tuple[object, ...], None] = OrderedDict()
 """Trees found over the signature walk's bounds: not walked again."""
+_slow: OrderedDict[tuple[int, int], None] = OrderedDict()
+"""Directories (device, inode) whose walk ran past its share of a search's time: rg lists them."""
 
 
 class _Unsigned(Exception):
     """The tree cannot be signed exactly or cheaply."""
+
+
+class ListingTimedOut(Exception):
+    """The walk (signing the tree, evaluating its ignore files) ran past the search's deadline:
+    hostile ignore files can make it slow, and the search's time limit holds for it as for rg."""
+
+
+def _check(deadline: float | None) -> None:
+    if deadline is not None and time.monotonic() > deadline:
+        raise ListingTimedOut
 
 
 class _TooLarge(_Unsigned):
@@ -68,6 +84,7 @@ def clear_cache() -> None:
     with _lock:
         _listings.clear()
         _unsigned.clear()
+        _slow.clear()
 
 
 def _file_bytes(dir_fd: int, name: str) -> bytes:
@@ -131,9 +148,12 @@ class _Dir:
         """(name, bytes): ``.gitignore``, ``.ignore``, ``.rgignore``, or ``.git`` for its exclude file."""
 
 
-def _sign_dir(fd: int, rel: str, digest: hashlib.blake2b, counted: list[int], depth: int) -> _Dir:
+def _sign_dir(
+    fd: int, rel: str, digest: hashlib.blake2b, counted: list[int], depth: int, deadline: float | None
+) -> _Dir:
     if depth > MAX_SIGNED_DEPTH:
         raise _TooLarge
+    _check(deadline)
     try:
         with os.scandir(fd) as entries:
             listing = [(e.name, _kind(e)) for e in entries]
@@ -169,7 +189,7 @@ def _sign_dir(fd: int, rel: str, digest: hashlib.blake2b, counted: list[int], de
         except OSError:
             raise _Unsigned from None  # swapped or unreadable: rg would report, not list
         try:
-            node.children[name] = _sign_dir(child, f"{rel}/{name}", digest, counted, depth + 1)
+            node.children[name] = _sign_dir(child, f"{rel}/{name}", digest, counted, depth + 1, deadline)
         finally:
             os.close(child)
     return node
@@ -183,11 +203,11 @@ def _kind(entry: os.DirEntry[str]) -> str:
     return "l" if entry.is_symlink() else "o"
 
 
-def _walk(dir_fd: int) -> tuple[bytes, _Dir]:
+def _walk(dir_fd: int, deadline: float | None = None) -> tuple[bytes, _Dir]:
     """(the signature of the tree below ``dir_fd``, what the walk saw); ``_Unsigned`` when the
-    tree cannot be signed (see the module doc)."""
+    tree cannot be signed (see the module doc), ``ListingTimedOut`` past ``deadline``."""
     digest = hashlib.blake2b(digest_size=20)
-    tree = _sign_dir(dir_fd, ".", digest, [0], 0)
+    tree = _sign_dir(dir_fd, ".", digest, [0], 0, deadline)
     return digest.digest(), tree
 
 
@@ -197,13 +217,13 @@ def signature(dir_fd: int) -> bytes:
     return _walk(dir_fd)[0]
 
 
-def _walked(key: tuple[object, ...], dir_fd: int) -> tuple[bytes, _Dir] | None:
+def _walked(key: tuple[object, ...], dir_fd: int, deadline: float | None) -> tuple[bytes, _Dir] | None:
     """``_walk(dir_fd)``, remembering a tree over the bounds so that it is not walked again."""
     with _lock:
         if key in _unsigned:
             return None
     try:
-        return _walk(dir_fd)
+        return _walk(dir_fd, deadline)
     except _TooLarge:
         with _lock:
             _unsigned[key] = None
@@ -222,10 +242,14 @@ class _Refused(Exception):
     """An ignore file neither evaluated exactly nor shown to decide nothing: rg must list."""
 
 
-def walk_listing(tree: _Dir, glob: str | None, ignore_files: bool) -> list[str] | None:
+def walk_listing(
+    tree: _Dir, glob: str | None, ignore_files: bool, deadline: float | None = None
+) -> list[str] | None:
     """What ``rg --files`` lists of the walked ``tree`` with the caller's ``glob``; None when the
     glob is not plain or an ignore file is outside what ``rg_ignore`` evaluates and may decide
     something (``rg_rules``). ``ignore_files``: whether rg reads them (``--no-ignore`` when not).
+    ``ListingTimedOut`` past ``deadline`` (checked at every ignore file and every entry: thousands
+    of rules can make one entry slow).
 
     rg's ``--glob`` comes before the ignore files: an entry whose name it matches is listed (a
     file) or entered (a directory) whatever they say, a file it does not match is left out."""
@@ -239,6 +263,7 @@ def walk_listing(tree: _Dir, glob: str | None, ignore_files: bool) -> list[str] 
         depth = len(parts)
         if ignore_files:
             for kind, data in node.ignore_files:
+                _check(deadline)
                 exact = rg_ignore.parse(data)
                 if exact is not None:
                     if exact:
@@ -254,6 +279,7 @@ def walk_listing(tree: _Dir, glob: str | None, ignore_files: bool) -> list[str] 
         for name, kind in node.entries:
             if kind != "f" and (kind != "d" or name not in node.children):
                 continue
+            _check(deadline)
             encoded = parts[-1] = name.encode("utf-8", "surrogateescape")
             if undecided is not None and undecided(encoded):
                 raise _Refused
@@ -306,32 +332,61 @@ def list_files(ws: Workspace, pinned_fd: int, glob: str | None, deadline: float)
     Secrets are left to ``Workspace.is_secret`` (the caller's): the rule every search hit gets,
     without ~90 globs for rg to compile on every call. No ``--max-filesize``: a file's size is
     checked when it is opened, so the listing depends on names only. The signature walk's own
-    view gives the listing where ``walk_listing`` can give rg's: then no rg is started."""
+    view gives the listing where ``walk_listing`` can give rg's: then no rg is started. The walk
+    gets ``WALK_SHARE`` of the time left; ``ListingTimedOut`` when rg's listing runs past
+    ``deadline``."""
     args = [rg._rg_binary(), "--files", "--null", "--no-config", "--no-follow", "--hidden"]
     args += [*rg.walk_filters(ws, glob, secrets=False), "--", "."]
     info = os.fstat(pinned_fd)
     key = (tuple(args), info.st_dev, info.st_ino)
-    walked = _walked(key, pinned_fd)
     before = None
-    if walked is not None:
-        before, tree = walked
+    try:
+        listed, before = _from_walk(key, pinned_fd, glob, ws.honour_gitignore, deadline)
+    except ListingTimedOut:
         with _lock:
-            kept = _listings.get(key)
-            if kept is not None and kept[0] == before:
-                _listings.move_to_end(key)
-                return list(kept[1])
-        listed = walk_listing(tree, glob, ws.honour_gitignore)
-        if listed is not None:  # the walk's own view: consistent with its signature
-            _keep(key, before, listed)
-            return listed
+            _slow[(info.st_dev, info.st_ino)] = None
+            while len(_slow) > CACHED_LISTINGS:
+                _slow.popitem(last=False)
+        listed = None
+    if listed is not None:
+        return listed
     listed, complete = _rg_list(args, pinned_fd, deadline)
+    if not complete and time.monotonic() >= deadline:
+        raise ListingTimedOut
     if before is None or not complete:
         return listed
-    if time.monotonic() < deadline and _signed(key, pinned_fd) == before:  # unchanged while rg listed
+    if time.monotonic() < deadline and _signed(key, pinned_fd, deadline) == before:  # unchanged meanwhile
         _keep(key, before, listed)
     return listed
 
 
-def _signed(key: tuple[object, ...], dir_fd: int) -> bytes | None:
-    walked = _walked(key, dir_fd)
+def _from_walk(
+    key: tuple[object, ...], pinned_fd: int, glob: str | None, honour: bool, deadline: float
+) -> tuple[list[str] | None, bytes | None]:
+    """(the kept listing or the walk's own, None where rg must list; the tree's signature, None
+    where it has none). ``ListingTimedOut`` past its share of the time left (``WALK_SHARE``)."""
+    with _lock:
+        if key[1:] in _slow:  # (device, inode)
+            return None, None
+    now = time.monotonic()
+    walked = _walked(key, pinned_fd, now + max(deadline - now, 0.0) * WALK_SHARE)
+    if walked is None:
+        return None, None
+    before, tree = walked
+    with _lock:
+        kept = _listings.get(key)
+        if kept is not None and kept[0] == before:
+            _listings.move_to_end(key)
+            return list(kept[1]), before
+    listed = walk_listing(tree, glob, honour, now + max(deadline - now, 0.0) * WALK_SHARE)
+    if listed is not None:  # the walk's own view: consistent with its signature
+        _keep(key, before, listed)
+    return listed, before
+
+
+def _signed(key: tuple[object, ...], dir_fd: int, deadline: float) -> bytes | None:
+    try:
+        walked = _walked(key, dir_fd, deadline)
+    except ListingTimedOut:
+        return None  # rg's listing stands; it is not kept
     return None if walked is None else walked[0]

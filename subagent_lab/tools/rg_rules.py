@@ -183,6 +183,14 @@ def ignore_text(data: bytes) -> str | None:
         return None
 
 
+def ignore_lines(text: str) -> list[str]:
+    """An ignore file's lines as rg reads them (Rust's ``BufRead::lines``): a ``\\r`` is dropped
+    only before a ``\\n``, so a CRLF file's last line, with no newline after it, keeps its ``\\r``
+    (then trimmed as white space, unless the line ends in an escaped blank)."""
+    lines = text.split("\n")
+    return [line.removesuffix("\r") for line in lines[:-1]] + lines[-1:]
+
+
 def parse(data: bytes) -> Rules | None:
     """The widened rules of one ignore file's bytes; None when they cannot be checked (not
     UTF-8, a byte-order mark, or over ``MAX_WILDCARD_RULES`` wildcard lines)."""
@@ -190,8 +198,8 @@ def parse(data: bytes) -> Rules | None:
     if text is None:
         return None
     rules = Rules()
-    for line in text.split("\n"):
-        rules.add(line.removesuffix("\r"))
+    for line in ignore_lines(text):
+        rules.add(line)
         if len(rules.wild) > MAX_WILDCARD_RULES:
             return None
     return rules

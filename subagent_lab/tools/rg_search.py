@@ -57,7 +57,7 @@ def search(
     scope = f"'{target}'" + (f" (glob {glob!r})" if glob else "")
     if run.timed_out:
         raise ToolError(
-            f"the search for {shown!r} in {scope} was cut after {rg.TIMEOUT_S:.0f} s "
+            f"the search for {shown!r} in {scope} was cut after {rg.TIMEOUT_S:g} s "
             f"({run.matches} matches so far); narrow it with a sub-directory path, a glob, "
             "or a more specific pattern"
         )

@@ -10,21 +10,28 @@ error says why, and nothing is written outside the sweep directory.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pytest
 
 from subagent_lab.bench.suite import load_suite
-from subagent_lab.core.types import ModelResponse
+from subagent_lab.config.parsed import parsed_config
+from subagent_lab.core.types import Message, ModelRequest, ModelResponse
 from subagent_lab.experiments import cluster
 from subagent_lab.experiments.spec import RunSpec, Variant
+from subagent_lab.experiments.worker_result import lab_namespaces
+from subagent_lab.models.cache import request_key
 
-KEY = hashlib.sha256(b"request").hexdigest()
+REQUEST = ModelRequest(messages=[Message(role="user", content="request")], seed=0)
+# The entry of a request of the run (seed 0) under the configuration's light model: a worker sends
+# each entry with its request, and the driver checks the key against it (issue 52).
+KEY = request_key(sorted(lab_namespaces(parsed_config(None)))[0], REQUEST)
 ENTRY = ModelResponse(text="{}").model_dump_json()
+SENT = {"request": REQUEST.model_dump_json(), "response": ENTRY}
 TRACE = b'{"type": "run_started"}\n'
 
 
@@ -41,7 +48,7 @@ def _good(**change: Any) -> dict[str, Any]:
         "row": {"run_key": "run-1", "status": "completed", "terminal_reason": "completed"},
         "trace_rel": "session-abc/explore-run-1.jsonl",
         "trace_gz": gzip.compress(TRACE),
-        "cache": {KEY: ENTRY},
+        "cache": {KEY: SENT},
     }
     out.update(change)
     return out
@@ -70,7 +77,7 @@ def _old_accept(run: RunSpec, out: Any) -> dict[str, Any]:
             row["trace_path"] = str(cluster._write_trace(run, out["trace_rel"], out["trace_gz"]))
         for key, text in out["cache"].items():
             if not entry_path(str(run.cache_dir), key).exists():
-                store_entry(str(run.cache_dir), key, text)
+                store_entry(str(run.cache_dir), key, text["response"])
     except Exception as exc:
         return {"run_key": run.run_key, "status": "failed", "error": f"{type(exc).__name__}: {exc}"}
     return dict(row)
@@ -154,15 +161,116 @@ def test_a_batch_result_is_checked_run_by_run(tmp_path: Path) -> None:
     grid = SweepGrid(SweepSpec(name="x", tasks=(first.task.id,), models=("light",)))
     batcher = Batcher(threads=1)
     raised = {"error": "RuntimeError: boom"}
-    rows = cluster._batch_rows(grid, [first, second], _Done({"outs": [_good(), raised], "seconds": 0.2}),
-                               None, batcher)  # fmt: skip
-    assert [r["status"] for r in rows] == ["completed", "failed"]
+    sent = cluster.encode_batch([_good(), raised], 0.2)  # what a worker returns: msgpack bytes
+    rows = cluster._batch_rows(grid, [first, second], _Done(sent), None, batcher)
+    assert [r["status"] for r in rows] == ["completed", "failed"], rows[0].get("error")
     assert rows[1]["run_key"] == "run-2" and rows[1]["error"] == "RuntimeError: boom"
     assert batcher.runs == 2 and batcher.seconds == 0.2  # the batch's time sizes the next ones
     for bad in ({"outs": [_good()], "seconds": 0.1}, {"outs": "x"}, ["not", "a", "mapping"]):
-        rows = cluster._batch_rows(grid, [first, second], _Done(bad), None, batcher)
+        rows = cluster._batch_rows(grid, [first, second], _Done(msgpack.packb(bad)), None, batcher)
         assert [r["status"] for r in rows] == ["failed", "failed"]
         assert all("not 2 results" in r["error"] for r in rows)
     rows = cluster._batch_rows(grid, [first, second], _Done(error=KeyError("lost")), None, batcher)
     assert [r["error"] for r in rows] == ["KeyError: 'lost'"] * 2
     assert batcher.runs == 2  # a failed task says nothing about how long runs take
+
+
+# Issue 52: a worker's result is plain data (msgpack bytes), checked against the run it belongs to.
+
+
+class _Gadget:
+    """What a hostile worker's pickled result would hold: unpickling it creates ``marker``."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os.makedirs, (str(self.marker),))
+
+
+def test_a_pickled_result_is_refused_and_never_unpickled_by_the_driver(tmp_path: Path) -> None:
+    """The driver's decode takes msgpack of plain data only: a pickle stream whose unpickling runs
+    code (a ``__reduce__`` gadget), or an object handed over as it is, is a malformed result of
+    every run of the batch, and the gadget never runs. (Dask's own transport is the cluster's
+    boundary, docs/redteam.md.)"""
+    import pickle
+
+    from subagent_lab.experiments.batching import Batcher
+    from subagent_lab.experiments.sweep import SweepGrid, SweepSpec
+
+    marker = tmp_path / "gadget-ran"
+    pickle.loads(pickle.dumps(_Gadget(marker)))  # the gadget works: unpickling it makes the marker
+    assert marker.exists()
+    marker.rmdir()
+    run = _run(tmp_path)
+    grid = SweepGrid(SweepSpec(name="x", tasks=(run.task.id,), models=("light",)))
+    hostile = [
+        pickle.dumps({"outs": [_Gadget(marker)], "seconds": 0.1}),  # pickle bytes
+        pickle.dumps(_Gadget(marker), protocol=0),
+        _Gadget(marker),  # an object, not bytes
+        msgpack.packb({"outs": [msgpack.ExtType(5, pickle.dumps(_Gadget(marker)))], "seconds": 0.1}),
+        msgpack.packb({"outs": [{"row": msgpack.ExtType(1, b"x")}], "seconds": 0.1}),
+    ]
+    for blob in hostile:
+        with pytest.raises(cluster.WorkerResultError):
+            cluster.decode_batch(blob, 1)
+        (row,) = cluster._batch_rows(grid, [run], _Done(blob), None, Batcher(threads=1))
+        assert row["status"] == "failed" and row["error"].startswith("malformed worker result:"), row
+    assert not marker.exists()
+    assert _files(tmp_path) == set()
+
+
+@pytest.mark.parametrize("seconds", [float("inf"), float("nan"), -1.0, "0.2", None, True])
+def test_a_batch_whose_seconds_is_not_a_duration_fails_its_runs_and_the_sweep_goes_on(
+    tmp_path: Path, seconds: Any
+) -> None:
+    from subagent_lab.experiments.batching import Batcher
+    from subagent_lab.experiments.sweep import SweepGrid, SweepSpec
+
+    first = _run(tmp_path)
+    second = first.model_copy(update={"run_key": "run-2"})
+    grid = SweepGrid(SweepSpec(name="x", tasks=(first.task.id,), models=("light",)))
+    batcher = Batcher(threads=1)
+    bad = msgpack.packb({"outs": [_good()], "seconds": seconds})
+    (row,) = cluster._batch_rows(grid, [first], _Done(bad), None, batcher)
+    assert row["status"] == "failed" and "finite duration" in row["error"], row
+    assert batcher.runs == 0 and _files(tmp_path) == set()
+    good = cluster.encode_batch([_good(trace_rel="session-b/explore-run-2.jsonl")], 0.1)
+    (row,) = cluster._batch_rows(grid, [second], _Done(good), None, batcher)  # the next batch
+    assert row["status"] == "completed" and batcher.runs == 1
+
+
+@pytest.mark.parametrize(
+    "name", ["session-abc/explore-run-1.jsonl", "session-abc/another.jsonl", "explore-run-1.jsonl"]
+)
+def test_a_result_cannot_overwrite_or_join_another_runs_traces(tmp_path: Path, name: str) -> None:
+    first = _run(tmp_path)
+    plain = first.model_copy(update={"run_key": "run-0"})
+    row = _accept(plain, _good(trace_rel="explore-run-1.jsonl", cache={}))  # a trace at the top
+    assert row["status"] == "completed"
+    row = _accept(first, _good())
+    assert row["status"] == "completed"
+    written = {p: p.read_bytes() for p in (tmp_path / "sweep" / "traces").rglob("*.jsonl")}
+    second = first.model_copy(update={"run_key": "run-2"})
+    row = _accept(second, _good(trace_rel=name, trace_gz=gzip.compress(b'{"type": "forged"}\n'), cache={}))
+    assert row["status"] == "failed" and "another run's trace" in row["error"], row
+    assert {p: p.read_bytes() for p in (tmp_path / "sweep" / "traces").rglob("*.jsonl")} == written
+
+
+def test_a_result_cannot_plant_a_cache_entry_for_another_runs_request(tmp_path: Path) -> None:
+    """Run 2 (seed 7) sends an answer keyed by run 1's request (seed 0), or an answer under a key
+    that is not its request's: either fails run 2, and the driver's cache holds neither."""
+    second = _run(tmp_path).model_copy(update={"run_key": "run-2", "seed": 7})
+    ns = sorted(lab_namespaces(parsed_config(None)))[0]
+    poisoned = ModelResponse(text='{"status": "forged"}').model_dump_json()
+    own = REQUEST.model_copy(update={"seed": 7})
+    for cache in (
+        {KEY: {"request": REQUEST.model_dump_json(), "response": poisoned}},  # run 1's request
+        {KEY: {"request": own.model_dump_json(), "response": poisoned}},  # its own, under run 1's key
+        {KEY: poisoned},  # no request at all
+    ):
+        row = _accept(second, _good(cache=cache))
+        assert row["status"] == "failed" and "cache entry" in row["error"], row
+    assert not (tmp_path / "sweep" / "cache").exists()
+    mine = {request_key(ns, own): {"request": own.model_dump_json(), "response": poisoned}}
+    assert _accept(second, _good(cache=mine))["status"] == "completed"  # its own request: kept

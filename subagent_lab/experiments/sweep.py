@@ -22,7 +22,8 @@ from subagent_lab.bench.suite import BenchTask, validate_tasks
 from subagent_lab.config.agent_profile import apply_overrides
 from subagent_lab.config.profiles import LabConfig, load_config
 from subagent_lab.config.runtime_profile import RuntimeProfile
-from subagent_lab.core.types import ModelChoice
+from subagent_lab.core.types import FLOOR_CHOICES, ModelChoice
+from subagent_lab.experiments.estimate import default_workers, estimate_lines, recorded_walls
 from subagent_lab.experiments.execute import execute_run
 from subagent_lab.experiments.grid import Grid, Row, grid_dir, run_grid
 from subagent_lab.experiments.rows import (
@@ -40,7 +41,7 @@ from subagent_lab.experiments.stamp import Provenance, provenance
 __all__ = [  # the grid and the rows are re-exported: callers import a sweep's names from here
     "OUTCOMES", "SCORE_COLUMNS", "TOOLS", "ResultLog", "RunSpec", "SweepGrid", "SweepSpec", "Variant",
     "base_row", "execute_run", "load_results", "plan_runs", "result_row", "run_sweep", "select_tasks",
-    "spec_tasks", "sweep_dir",
+    "spec_tasks", "sweep_dir", "sweep_estimate", "sweep_workers",
 ]  # fmt: skip
 
 
@@ -90,6 +91,20 @@ def sweep_dir(spec: SweepSpec, out_dir: str | Path | None = None, lab: LabConfig
     return grid_dir(spec, base, SweepGrid(spec).provenance(lab) if lab is not None else None)
 
 
+def sweep_workers(spec: SweepSpec) -> int:
+    """The default workers of ``spec``: one when a language model runs (its temperature-0 repeats
+    then stay on one server, decoding alike), two for floors only (``estimate.default_workers``)."""
+    return default_workers(spec.models, FLOOR_CHOICES)
+
+
+def sweep_estimate(spec: SweepSpec, workers: int, tasks: list[BenchTask] | None = None) -> list[str]:
+    """The lines to print before ``spec`` starts: its runs per model x the median wall time of
+    that model's committed rows (``experiments.estimate``), and the total on ``workers``."""
+    n = len(spec_tasks(spec) if tasks is None else tasks)
+    per_model = n * max(len(spec.scaffolds), 1) * len(spec.variants) * spec.repeats
+    return estimate_lines({str(m): per_model for m in spec.models}, recorded_walls(), workers)
+
+
 def run_sweep(
     spec: SweepSpec,
     *,
@@ -113,6 +128,9 @@ def run_sweep(
     ``concurrent.futures.Executor``) or a pool of ``max_workers`` threads runs them.
     """
     grid = SweepGrid(spec, cache=cache, model_factory=model_factory)
+    if progress and model_factory is None:  # the configured models: their recorded times apply
+        for line in sweep_estimate(spec, max_workers, grid.tasks):
+            print(line)
     df = run_grid(grid, load_config(config_path), out_dir=out_dir, executor=executor, max_workers=max_workers,
                   cluster=cluster, storage=storage, progress=progress, on_row=on_row)  # fmt: skip
     df.attrs["sweep_dir"] = df.attrs["grid_dir"]

@@ -161,7 +161,8 @@ def test_the_sentence_reads_as_the_report_leads_with_it() -> None:
     text = comparison_sentence(d, split="test", scaffold="aided", baseline=0.19)
     pattern = (
         r"main − light = \+0\.\d\d \[−?0\.\d\d, 0\.\d\d\] on test "
-        r"\(30 tasks, same scaffold `aided`; \d+ non-tied, sign test p = [<0-9.]+\); no-model baseline 0\.19"
+        r"\(30 tasks, same scaffold `aided`; \d+ non-tied, sign test p (= [0-9.]+|< 0\.001)\); "
+        r"no-model baseline 0\.19"
     )
     assert re.fullmatch(pattern, text), text
     one = paired_difference(pd.concat([_rows("light", [0.2]), _rows("main", [0.1])]), "main", "light")

@@ -333,7 +333,7 @@ def readable_lift(table: pd.DataFrame) -> pd.DataFrame:
         for w, lo, t in zip(table["wins"], table["losses"], table["ties"], strict=True)
     ]
     if "sign_p" in table.columns:
-        out["sign p vs no-model"] = ["" if pd.isna(p) else f"{p:.3f}" for p in table["sign_p"]]
+        out["sign p vs no-model"] = [_p(p) for p in table["sign_p"]]
     if "leaks" in table.columns:
         out.insert(list(out.columns).index("tasks") + 1, "leaks", table["leaks"].astype(int))
     if "floor" in table.columns:
@@ -356,7 +356,7 @@ def readable_lift(table: pd.DataFrame) -> pd.DataFrame:
             "" if pd.isna(w) else f"{int(w)}/{int(lo)}/{int(t)}"
             for w, lo, t in zip(table["floor_wins"], table["floor_losses"], table["floor_ties"], strict=True)
         ]
-        out["sign p vs floor"] = ["" if pd.isna(p) else f"{p:.3f}" for p in table["floor_sign_p"]]
+        out["sign p vs floor"] = [_p(p) for p in table["floor_sign_p"]]
     return out.reset_index(drop=True)
 
 
@@ -380,3 +380,8 @@ def readable(df: pd.DataFrame) -> pd.DataFrame:
         if pd.api.types.is_numeric_dtype(shown[column]) and not pd.api.types.is_bool_dtype(shown[column]):
             shown[column] = shown[column].map(readable_number)
     return shown
+
+
+def _p(p: float) -> str:
+    """A sign test's p-value as a table cell ("" where there is none)."""
+    return "" if pd.isna(p) else f"{p:.3f}" if p >= 0.001 else "<0.001"

@@ -256,11 +256,11 @@ def comparison_sentence(
 
 def sign_text(diff: PairedDifference) -> str:
     """``9 non-tied, sign test p = 0.04``: what the interval of ``diff`` rests on."""
-    return f"{diff.non_tied} non-tied, sign test p = {_p(diff.sign_p)}"
+    return f"{diff.non_tied} non-tied, sign test p {_p(diff.sign_p)}"
 
 
 def _p(p: float) -> str:
-    return "n/a" if math.isnan(p) else f"{p:.3f}" if p >= 0.001 else "<0.001"
+    return "n/a" if math.isnan(p) else f"= {p:.3f}" if p >= 0.001 else "< 0.001"
 
 
 COMPARE_COLUMNS = ["mean", "ci_low", "ci_high", "n", "repeats", "lift", "lift_ci_low", "lift_ci_high",

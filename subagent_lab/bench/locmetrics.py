@@ -198,10 +198,14 @@ def holds_most(start: int, end: int, gold_start: int, gold_end: int, max_lines: 
 
 def unit_found(item: Item, gold: Gold, strict_max_lines: int) -> bool:
     """Unit credit: an item lying inside the span's ``region`` (a pointer into a short function),
-    or one holding most of the span (``holds_most``); touching it is not enough."""
+    an item of at most ``strict_max_lines`` lines starting on the span's first line (its header:
+    the unit named, as function Acc@k reads an item), or one holding most of the span
+    (``holds_most``). Touching the span is not enough."""
     if item.path != gold.path:
         return False
     if gold.region is not None and gold.region[0] <= item.start and item.end <= gold.region[1]:
+        return True
+    if item.start == gold.start and item.end - item.start + 1 <= strict_max_lines:
         return True
     return holds_most(item.start, item.end, gold.start, gold.end, strict_max_lines)
 

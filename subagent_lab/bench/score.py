@@ -84,7 +84,8 @@ class Score(BaseModel):
     unit_recall_at4: float | None = None
     """Share of gold spans *found* by one of the first 4 items: an item lying inside the span's
     innermost enclosing function when that function is at most 60 lines long (else inside the span
-    when the span is), or an item holding at least half the span's lines and at most twice as wide
+    when the span is), an item of at most 10 lines starting on the span's first line (its header),
+    or an item holding at least half the span's lines and at most twice as wide
     (``locmetrics.unit_found``): a window that merely touches the span finds nothing."""
     unit_precision: float | None = None
     """Share of counted items that find a gold span by ``unit_recall_at4``'s rule that no earlier

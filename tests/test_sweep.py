@@ -315,3 +315,16 @@ def test_the_sweep_tables_show_acc_at_k_over_all_and_non_leaking_tasks(
     split = field_table(flagged).set_index("on")
     assert int(split.loc["all", "tasks"]) == 2 and int(split.loc["no-leak", "tasks"]) == 1
     assert int(split.loc["no-leak", "leaks"]) == 1 and split.loc["no-leak", "file Acc@5"] == "0.00"
+
+
+def test_the_summary_keeps_absent_tasks_and_leaking_ones_apart() -> None:
+    leak, clean = json.dumps({"names_gold_symbol": True}), json.dumps({"names_gold_symbol": False})
+    df = pd.DataFrame({
+        "model_used": "main", "task_id": ["a", "b", "c"], "kind": ["localize", "localize", "absent"],
+        "task_meta": [leak, clean, clean], "quality": [1.0, 0.0, 1.0], "status": "completed",
+        "contract_valid": True, "total_tokens": 10, "grounded_ratio": 1.0, "elapsed_s": 1.0, "cost_usd": 0.0,
+    })  # fmt: skip
+    row = summarize(df).iloc[0]
+    assert row["mean_quality"] == 0.5  # the absent task's give-up-able 1.0 is not in it
+    assert row["mean_quality_absent"] == 1.0
+    assert row["mean_quality_no_leak"] == 0.0 and row["leaks"] == 1

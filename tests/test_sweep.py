@@ -328,3 +328,47 @@ def test_the_summary_keeps_absent_tasks_and_leaking_ones_apart() -> None:
     assert row["mean_quality"] == 0.5  # the absent task's give-up-able 1.0 is not in it
     assert row["mean_quality_absent"] == 1.0
     assert row["mean_quality_no_leak"] == 0.0 and row["leaks"] == 1
+
+
+def test_a_sweep_with_absent_tasks_carries_the_give_up_floor_beside_them(
+    config_path: str, tmp_path: Path
+) -> None:
+    from subagent_lab.analysis.headline import lift_table
+    from subagent_lab.bench.giveup import GIVE_UP
+
+    spec = SweepSpec(name="gu", tasks=(TASK.id, "yaml-absent-toml"), models=("light",))
+    df = run_sweep(
+        spec, config_path=config_path, out_dir=tmp_path / "sw", model_factory=FACTORY, progress=False
+    )
+    floor = df[df["model_choice"] == GIVE_UP].set_index("task_id")
+    assert set(floor.index) == {TASK.id, "yaml-absent-toml"}
+    assert floor.loc["yaml-absent-toml", "quality"] == 1.0 and floor.loc[TASK.id, "quality"] == 0.0
+    assert len(load_results(df.attrs["sweep_dir"])) == 2  # computed beside the rows, not saved as runs
+    table = lift_table(df).set_index(["tasks", "model_choice"])
+    assert table.loc[("absent", "light"), "floor"] == GIVE_UP
+    assert table.loc[("present", "light"), "mean"] == 1.0  # the scripted answer cites the gold
+
+
+def test_bench_explore_prints_acc_at_k_with_the_leak_split(capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_explore.py"
+    module_spec = importlib.util.spec_from_file_location("bench_explore", path)
+    assert module_spec is not None and module_spec.loader is not None
+    bench = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(bench)
+    metas = [json.dumps({"names_gold_symbol": i < 2}) for i in range(6)]
+    rows = pd.DataFrame([
+        {"split": "mined-test", "scaffold": "aided", "model_choice": arm, "task_id": f"t{i}",
+         "kind": "localize", "repeat": 0, "task_meta": metas[i], "quality": q, "file_acc_at1": q,
+         "file_acc_at5": q, "func_acc_at1": q, "func_acc_at5": q, "unit_recall_at4": q,
+         "strict_line_recall": q, "gold_recall_file": q, "contract_valid": True, "elapsed_s": 1.0,
+         "model_time_s": 1.0, "terminal_reason": "completed"}
+        for arm, scores in (("none", [1, 1, 0, 0, 1, 0]), ("main", [1, 1, 1, 0, 0, 0]))
+        for i, q in enumerate(scores)
+    ])  # fmt: skip
+    bench.report(rows, ())
+    out = capsys.readouterr().out
+    assert "func Acc@5" in out and "unit recall@4" in out and "no-leak" in out
+    assert "non-tied, sign test p" in out
+    assert "main − none (aided, no-leak tasks, 4): func_acc_at5 0.25 − 0.25" in out  # 2 leaking left out

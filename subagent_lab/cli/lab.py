@@ -148,7 +148,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from subagent_lab.bench.suite import is_suite_id
     from subagent_lab.config.profiles import load_config
     from subagent_lab.experiments.grid import run_grid
-    from subagent_lab.experiments.sweep import SweepGrid, SweepSpec, Variant, sweep_estimate, sweep_workers
+    from subagent_lab.experiments.sweep import (
+        SweepGrid,
+        SweepSpec,
+        Variant,
+        sweep_estimate,
+        sweep_workers,
+        with_give_up,
+    )
 
     overrides = _parse_sets(args.set)
     source = args.tasks or "dev"
@@ -178,6 +185,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         on_start=lambda out: print(f"sweep {spec.name}-{spec.key()} -> {out}"),
     )
     out = Path(df.attrs["grid_dir"])
+    df = with_give_up(df, grid.tasks, spec.split)  # the absent tasks' floor, beside them
     from subagent_lab.analysis.fields import field_table
     from subagent_lab.analysis.headline import (
         comparison_sentences,

@@ -41,7 +41,7 @@ from subagent_lab.experiments.stamp import Provenance, provenance
 __all__ = [  # the grid and the rows are re-exported: callers import a sweep's names from here
     "OUTCOMES", "SCORE_COLUMNS", "TOOLS", "ResultLog", "RunSpec", "SweepGrid", "SweepSpec", "Variant",
     "base_row", "execute_run", "load_results", "plan_runs", "result_row", "run_sweep", "select_tasks",
-    "spec_tasks", "sweep_dir", "sweep_estimate", "sweep_workers",
+    "spec_tasks", "sweep_dir", "sweep_estimate", "sweep_workers", "with_give_up",
 ]  # fmt: skip
 
 
@@ -105,6 +105,25 @@ def sweep_estimate(spec: SweepSpec, workers: int, tasks: list[BenchTask] | None 
     return estimate_lines({str(m): per_model for m in spec.models}, recorded_walls(), workers)
 
 
+def with_give_up(df: pd.DataFrame, tasks: list[BenchTask], split: str) -> pd.DataFrame:
+    """``df`` and, where ``tasks`` hold an absent task, the ``give-up`` floor's rows (``bench.giveup``:
+    the constant "No evidence." answer, scored, not run) under each scaffold and variant of ``df``:
+    the floor the absent tasks are read against. Not saved to the sweep's log."""
+    from subagent_lab.bench.giveup import GIVE_UP, give_up_rows
+    from subagent_lab.bench.suite import suite_label
+
+    arms = set(df["model_choice"].astype(str)) if "model_choice" in df.columns else set()
+    if df.empty or not any(t.kind == "absent" for t in tasks) or GIVE_UP in arms:
+        return df
+    cells = df[[c for c in ("scaffold", "variant") if c in df.columns]].drop_duplicates()
+    label = str(df["split"].iloc[0]) if "split" in df.columns else suite_label(split)
+    records = [{str(k): v for k, v in cell.items()} for cell in cells.to_dict("records")]
+    rows = [row for cell in records for row in give_up_rows(tasks, label, **cell)]
+    out = pd.concat([df, pd.DataFrame(rows)], ignore_index=True)
+    out.attrs.update(df.attrs)
+    return out
+
+
 def run_sweep(
     spec: SweepSpec,
     *,
@@ -119,7 +138,8 @@ def run_sweep(
     cluster: str | None = None,
     storage: str | None = None,
 ) -> pd.DataFrame:
-    """Run (or resume) a sweep and return its table, one row per run (``df.attrs["sweep_dir"]``).
+    """Run (or resume) a sweep and return its table, one row per run (``df.attrs["sweep_dir"]``),
+    with the ``give-up`` floor's rows where the tasks hold an absent one (``with_give_up``).
 
     ``cluster``: a Dask scheduler address (``tcp://host:8786``); the runs go to its workers, which
     need no file of the driver's (``subagent_lab.experiments.cluster``); rows then also say
@@ -134,7 +154,7 @@ def run_sweep(
     df = run_grid(grid, load_config(config_path), out_dir=out_dir, executor=executor, max_workers=max_workers,
                   cluster=cluster, storage=storage, progress=progress, on_row=on_row)  # fmt: skip
     df.attrs["sweep_dir"] = df.attrs["grid_dir"]
-    return df
+    return with_give_up(df, grid.tasks, spec.split)
 
 
 def _check_variants(spec: SweepSpec, lab: LabConfig) -> None:

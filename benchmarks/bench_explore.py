@@ -71,6 +71,7 @@ def retrieval_rows(split: str, tasks: tuple[str, ...], k: int) -> pd.DataFrame:
     """The retrieval floor: for each task, the top ``k`` code units ``Search`` ranks for its text
     (BM25 over names, docstrings and bodies; ``tools.symbols``), cited as evidence without a model
     or a loop, the task as the summary, scored like every arm (without a trace: nothing to see)."""
+    from subagent_lab.bench.score import LOC_COLUMNS
     from subagent_lab.bench.scoring import score_run
     from subagent_lab.bench.suite import load_suite
     from subagent_lab.experiments.sweep import select_tasks
@@ -89,6 +90,8 @@ def retrieval_rows(split: str, tasks: tuple[str, ...], k: int) -> pd.DataFrame:
             "scaffold": "none (no loop)", "terminal_reason": "completed", "status": "completed",
             "contract_valid": True, "elapsed_s": time.monotonic() - started, "model_time_s": 0.0,
             **{key: score[key] for key in ("quality", "strict_line_recall", "gold_recall_file")},
+            **{key: score[key] for key in LOC_COLUMNS},
+            "task_meta": json.dumps(task.meta, sort_keys=True, default=str),
         })  # fmt: skip
     return pd.DataFrame(rows)
 

@@ -372,3 +372,22 @@ def test_bench_explore_prints_acc_at_k_with_the_leak_split(capsys: pytest.Captur
     assert "func Acc@5" in out and "unit recall@4" in out and "no-leak" in out
     assert "non-tied, sign test p" in out
     assert "main − none (aided, no-leak tasks, 4): func_acc_at5 0.25 − 0.25" in out  # 2 leaking left out
+
+
+def test_the_sweep_command_prints_its_estimate_first_and_saves_no_absolute_path(
+    config_path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from subagent_lab.cli.main import main
+
+    argv = ["--config", config_path, "sweep", "--tasks", "dev", "--suite", f"{TASK.id},yaml-absent-toml"]
+    assert main([*argv, "--models", "none", "--scaffold", "plain", "--out", str(tmp_path / "sw")]) == 0
+    out = capsys.readouterr().out
+    assert (
+        out.startswith("estimate: 2 runs, about ") and "on 2 worker(s)" in out.splitlines()[0]
+    )  # floors only
+    assert "Localization (Acc@k" in out and "func Acc@5" in out and "give-up" in out
+    results = next((tmp_path / "sw").rglob("results.csv"))
+    assert (
+        str(tmp_path) not in results.read_text()
+        and str(tmp_path) not in (results.parent / "results.jsonl").read_text()
+    )

@@ -35,8 +35,10 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from subagent_lab.analysis.headline import comparison_sentences, lift_table, readable_lift
-from subagent_lab.analysis.stats import mean_ci, paired_difference, repeat_spread
+from subagent_lab.analysis.fields import field_table
+from subagent_lab.analysis.headline import comparison_sentences, lift_table, readable_lift, task_subsets
+from subagent_lab.analysis.stats import PairedDifference, mean_ci, paired_difference, repeat_spread, sign_text
+from subagent_lab.experiments.rows import relative_table
 from subagent_lab.experiments.sweep import SweepSpec, Variant, run_sweep
 
 SHOWN = {"strict_line_recall": "strict recall*", "gold_recall_file": "file recall*"}
@@ -69,6 +71,7 @@ def retrieval_rows(split: str, tasks: tuple[str, ...], k: int) -> pd.DataFrame:
     """The retrieval floor: for each task, the top ``k`` code units ``Search`` ranks for its text
     (BM25 over names, docstrings and bodies; ``tools.symbols``), cited as evidence without a model
     or a loop, the task as the summary, scored like every arm (without a trace: nothing to see)."""
+    from subagent_lab.bench.score import LOC_COLUMNS
     from subagent_lab.bench.scoring import score_run
     from subagent_lab.bench.suite import load_suite
     from subagent_lab.experiments.sweep import select_tasks
@@ -87,6 +90,8 @@ def retrieval_rows(split: str, tasks: tuple[str, ...], k: int) -> pd.DataFrame:
             "scaffold": "none (no loop)", "terminal_reason": "completed", "status": "completed",
             "contract_valid": True, "elapsed_s": time.monotonic() - started, "model_time_s": 0.0,
             **{key: score[key] for key in ("quality", "strict_line_recall", "gold_recall_file")},
+            **{key: score[key] for key in LOC_COLUMNS},
+            "task_meta": json.dumps(task.meta, sort_keys=True, default=str),
         })  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -106,6 +111,30 @@ def _signed(x: float) -> str:
     return f"{x:+.2f}".replace("-", "−")
 
 
+def _pair(d: PairedDifference) -> str:
+    """``+0.05 [−0.02, +0.12] (W/L/T 9/4/47, 13 non-tied, sign test p = 0.267)``."""
+    return (
+        f"{_signed(d.diff.mean)} [{_signed(d.diff.low)}, {_signed(d.diff.high)}] "
+        f"(W/L/T {d.wins}/{d.losses}/{d.ties}, {sign_text(d)})"
+    )
+
+
+def give_up_floor(part: pd.DataFrame, split: str | None) -> pd.DataFrame:
+    """The give-up floor's rows (``bench.giveup``: "No evidence." to every task, no model) on the
+    tasks of ``part`` where it holds absent tasks: their floor. Empty otherwise."""
+    from subagent_lab.bench.giveup import GIVE_UP, give_up_rows
+    from subagent_lab.bench.suite import load_suite
+
+    has_absent = "kind" in part.columns and part["kind"].eq("absent").any()
+    if split is None or not has_absent or GIVE_UP in set(part["model_choice"].astype(str)):
+        return pd.DataFrame()
+    ids = set(part["task_id"])
+    rows = give_up_rows(
+        [t for t in load_suite(split="dev" if split == "dev-tree" else split) if t.id in ids], split
+    )
+    return pd.DataFrame(rows).assign(scaffold="none (no loop)")
+
+
 def scaffold_effects(df: pd.DataFrame, a: str = "aided", b: str = "plain") -> list[str]:
     """Per model: ``a − b`` (the aids' effect), paired by task on one split, with its interval and
     win/loss/tie counts: which aids survive on test and which only helped dev."""
@@ -116,10 +145,7 @@ def scaffold_effects(df: pd.DataFrame, a: str = "aided", b: str = "plain") -> li
         if not {a, b} <= set(part["scaffold"].astype(str)):
             continue
         d = paired_difference(part, a, b, arm="scaffold")
-        lines.append(
-            f"{model}: {a} − {b} = {_signed(d.diff.mean)} [{_signed(d.diff.low)}, {_signed(d.diff.high)}] "
-            f"({d.a_mean:.2f} vs {d.b_mean:.2f}; W/L/T {d.wins}/{d.losses}/{d.ties})"
-        )
+        lines.append(f"{model}: {a} − {b} = {_pair(d)} ({d.a_mean:.2f} vs {d.b_mean:.2f})")
     return lines
 
 
@@ -131,10 +157,7 @@ def over_floor(df: pd.DataFrame, floor: pd.DataFrame, name: str) -> list[str]:
     for (scaffold, model), part in models.groupby(["scaffold", "model_choice"], sort=True):
         both = pd.concat([part, floor.assign(model_choice=name)])
         d = paired_difference(both, str(model), name)
-        lines.append(
-            f"{model} ({scaffold}) − {name} = {_signed(d.diff.mean)} [{_signed(d.diff.low)}, "
-            f"{_signed(d.diff.high)}] (W/L/T {d.wins}/{d.losses}/{d.ties})"
-        )
+        lines.append(f"{model} ({scaffold}) − {name} = {_pair(d)}")
     return lines
 
 
@@ -143,10 +166,18 @@ FIELD_METRICS = ("func_acc_at5", "unit_recall_at4", "file_acc_at5", "quality")
 
 
 def field_lifts(df: pd.DataFrame) -> list[str]:
-    """Per scaffold on the present tasks: each model − the scaffold's no-model floor (``none``) and
-    main − light on ``FIELD_METRICS``, paired by task, with bootstrap intervals and W/L/T."""
+    """Per scaffold on the present tasks, and again on the non-leaking ones where the rows flag
+    them: each model − the scaffold's no-model floor (``none``) and main − light on
+    ``FIELD_METRICS``, paired by task, with bootstrap intervals, W/L/T and the sign test."""
     lines: list[str] = []
-    present = df[df["kind"] != "absent"] if "kind" in df.columns else df
+    for subset, rows in task_subsets(df):
+        if subset != "absent":
+            lines += _field_lifts(rows, "present tasks" if subset in ("all", "present") else "no-leak tasks")
+    return lines
+
+
+def _field_lifts(present: pd.DataFrame, label: str) -> list[str]:
+    lines: list[str] = []
     for scaffold, part in present.groupby("scaffold", sort=True):
         arms = set(part["model_choice"].astype(str))
         pairs = [(m, "none") for m in ("light", "main") if {m, "none"} <= arms]
@@ -157,12 +188,10 @@ def field_lifts(df: pd.DataFrame) -> list[str]:
                 if metric not in part.columns or part[metric].isna().all():
                     continue
                 d = paired_difference(part, a, b, value=metric)
-                cells.append(
-                    f"{metric} {d.a_mean:.2f} − {d.b_mean:.2f} = {_signed(d.diff.mean)} "
-                    f"[{_signed(d.diff.low)}, {_signed(d.diff.high)}] (W/L/T {d.wins}/{d.losses}/{d.ties})"
-                )
+                cells.append(f"{metric} {d.a_mean:.2f} − {d.b_mean:.2f} = {_pair(d)}")
             if cells:
-                lines.append(f"{a} − {b} ({scaffold}, present tasks): " + "; ".join(cells))
+                tasks = part["task_id"].nunique()
+                lines.append(f"{a} − {b} ({scaffold}, {label}, {tasks}): " + "; ".join(cells))
     return lines
 
 
@@ -185,10 +214,7 @@ def against_strongest(df: pd.DataFrame, floors: pd.DataFrame) -> list[str]:
             if metric not in rows.columns or rows[metric].isna().all():
                 continue
             d = paired_difference(rows, str(model), best, value=metric)
-            cells.append(
-                f"{metric} {_signed(d.diff.mean)} [{_signed(d.diff.low)}, {_signed(d.diff.high)}] "
-                f"(W/L/T {d.wins}/{d.losses}/{d.ties})"
-            )
+            cells.append(f"{metric} {_pair(d)}")
         lines.append(f"  {model} ({scaffold}) − {best}: " + "; ".join(cells))
     return lines
 
@@ -244,13 +270,21 @@ def report(
         print(f"\n== {head} ==")
         floors = part[part["model_choice"].astype(str).str.startswith("retrieval")]
         part = part.drop(index=floors.index)
+        floors = pd.concat([floors, give_up_floor(part, split)], ignore_index=True)
         # The no-loop floor stands beside every scaffold's arms: the strongest floor is chosen among all.
         cells = part[[c for c in ("scaffold", "variant") if c in part.columns]].drop_duplicates()
         shown = [part, *(floors.assign(**cell) for cell in cells.to_dict("records"))]
         with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 60):
             print(split_table(pd.concat(shown, ignore_index=True)).to_string(index=False))
         print("  * over the present tasks (absent tasks have no gold span)")
-        for arm, rows in floors.groupby("model_choice"):
+        with pd.option_context("display.width", 250, "display.max_columns", 30):
+            fields = field_table(pd.concat(shown, ignore_index=True)).drop(columns=["split"], errors="ignore")
+        if not fields.empty:
+            print("  localization (Acc@k over the first k items, 95% bootstrap CI; no-leak: prompts naming")
+            print("  no gold unit, leaks: how many do):")
+            print("  " + fields.to_string(index=False).replace("\n", "\n  "))
+        retrieval = floors[floors["model_choice"].astype(str).str.startswith("retrieval")]
+        for arm, rows in retrieval.groupby("model_choice"):
             ci = mean_ci(rows)
             present = rows[rows["kind"] != "absent"]
             print(
@@ -353,7 +387,8 @@ def main() -> int:
             repeats=args.repeats,
             temperature=args.temperature,
         )
-        frames.append(run_sweep(spec, out_dir=args.out, max_workers=args.workers, cache=args.cache))
+        swept = run_sweep(spec, out_dir=args.out, max_workers=args.workers, cache=args.cache)
+        frames.append(relative_table(swept, swept.attrs["sweep_dir"]))  # saved rows: no absolute path
         if args.retrieval:
             frames.append(retrieval_rows(split, spec.tasks, args.retrieval))
     wall = time.monotonic() - started

@@ -113,7 +113,7 @@ def test_file_and_function_acc_and_hit_at_k(root: Path) -> None:
     assert wrong_function.func_hit_at3 == 1.0  # helper is one of the two
 
 
-def test_acc_at_k_counts_merged_items_and_only_the_first_four(root: Path) -> None:
+def test_acc_at_k_counts_k_merged_items(root: Path) -> None:
     task = _task([("pkg/util.py", 1, 2)])
     # Three citations of one function are one item; util.py is then the second item, not the fourth.
     merged = score_run(
@@ -121,8 +121,13 @@ def test_acc_at_k_counts_merged_items_and_only_the_first_four(root: Path) -> Non
     )
     assert merged.evidence_counted == 2 and merged.file_hit_at1 == 0.0 and merged.file_acc_at3 == 1.0
     late = [f"pkg/loaders.py:{n}" for n in (2, 5, 20, 40)] + ["pkg/util.py:1"]
-    capped = score_run(task, _answer(*late), root)
-    assert capped.evidence_counted == 4 and capped.file_acc_at5 == 0.0  # the fifth item is not counted
+    fifth = score_run(task, _answer(*late), root)
+    # Acc@5 sees five items (before issue 48 it saw four: "Acc@5" was Acc@4); unit recall stays @4
+    # and precision counts the first max_evidence items.
+    assert fifth.file_acc_at5 == 1.0 and fifth.func_acc_at5 == 1.0 and fifth.file_acc_at3 == 0.0
+    assert fifth.evidence_counted == 4 and fifth.unit_recall_at4 == 0.0 and fifth.unit_precision == 0.0
+    sixth = score_run(task, _answer(*late[:4], "pkg/loaders.py:60", "pkg/util.py:1"), root)
+    assert sixth.file_acc_at5 == 0.0 and sixth.file_hit_at5 == 0.0  # the sixth item is not seen
 
 
 # ---------------------------------------------------------------- unit recall and precision

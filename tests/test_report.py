@@ -58,6 +58,7 @@ def test_report_is_one_self_contained_page(swept: Path, tmp_path: Path) -> None:
 
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
     assert "<table" in page and "completion_rate" in page and "terminal_reason" in page  # summary + table
+    assert "Localization (Acc@k" in page and "func Acc@5" in page  # issue 48: Acc@k in the report
     assert page.count('<img alt="plot" src="data:image/png;base64,') >= 3  # reasons, quality, budget
     assert "Quality vs total_token_budget" in page  # the budget the sweep varied
     assert page.count("<details class='sl-run'>") == 4

@@ -187,14 +187,16 @@ def test_lift_table_names_the_strongest_floor_and_the_lift_over_it_present_and_a
         _rows("main", [0.6, 0.9, 0.8, 1.0, 0.7, 0.6, 0.0, 1.0, 0.0], KINDS),
     ])  # fmt: skip
     table = lift_table(df)
-    assert list(table["tasks"].unique()) == ["all", "present", "absent"]
-    every = table[table["tasks"] == "all"].set_index("model_choice")
-    assert set(every["floor"]) == {"retrieval"}  # 0.53 on all tasks, none 0.38
+    # Issue 48: absent tasks never enter the headline (a give-up passes them): it is the present ones.
+    assert list(table["tasks"].unique()) == ["present", "absent"]
+    every = table[table["tasks"] == "present"].set_index("model_choice")
+    assert set(every["floor"]) == {"retrieval"}
     main = every.loc["main"]
-    d = paired_difference(df, "main", "retrieval")
+    d = paired_difference(df[df["kind"] != "absent"], "main", "retrieval")
     assert main["floor_lift"] == pytest.approx(d.diff.mean)
     assert main["floor_lift_ci_low"] < main["floor_lift"] < main["floor_lift_ci_high"]
-    assert main["lift"] == pytest.approx(paired_difference(df, "main", "none").diff.mean)  # kept
+    present_rows = df[df["kind"] != "absent"]
+    assert main["lift"] == pytest.approx(paired_difference(present_rows, "main", "none").diff.mean)
     absent = table[table["tasks"] == "absent"].set_index("model_choice")
     assert set(absent["floor"]) == {"none"} and int(absent.loc["main", "n"]) == 3
     present = table[table["tasks"] == "present"].set_index("model_choice")
@@ -204,7 +206,7 @@ def test_lift_table_names_the_strongest_floor_and_the_lift_over_it_present_and_a
     assert {"on", "strongest floor", "lift over floor [95% CI]", "W/L/T vs floor"} <= set(shown.columns)
     sentences = floor_sentences(df)
     assert len(sentences) == 1 and sentences[0].startswith("main − `retrieval` = ")
-    assert "present (6):" in sentences[0] and "absent (3):" in sentences[0] and "vs `none`" in sentences[0]
+    assert "on dev (6 tasks" in sentences[0] and "absent (3):" in sentences[0] and "vs `none`" in sentences[0]
 
 
 def test_the_strongest_floor_is_the_best_floor_arm_not_a_model() -> None:

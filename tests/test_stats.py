@@ -161,13 +161,27 @@ def test_the_sentence_reads_as_the_report_leads_with_it() -> None:
     text = comparison_sentence(d, split="test", scaffold="aided", baseline=0.19)
     pattern = (
         r"main − light = \+0\.\d\d \[−?0\.\d\d, 0\.\d\d\] on test "
-        r"\(30 tasks, same scaffold `aided`\); no-model baseline 0\.19"
+        r"\(30 tasks, same scaffold `aided`; \d+ non-tied, sign test p (= [0-9.]+|< 0\.001)\); "
+        r"no-model baseline 0\.19"
     )
     assert re.fullmatch(pattern, text), text
     one = paired_difference(pd.concat([_rows("light", [0.2]), _rows("main", [0.1])]), "main", "light")
     assert comparison_sentence(one, split="dev", scaffold="plain") == (
-        "main − light = −0.10 [n/a] on dev (1 task, same scaffold `plain`)"
+        "main − light = −0.10 [n/a] on dev (1 task, same scaffold `plain`; 1 non-tied, sign test p = 1.000)"
     )
+
+
+def test_a_paired_difference_carries_its_non_tied_count_and_an_exact_sign_test() -> None:
+    # The audit's case: 1 win, 6 losses, 53 ties. A BCa interval over so few non-tied tasks can
+    # exclude 0; the sign test says p = 0.125, and both are reported.
+    a = [1.0] + [0.0] * 6 + [0.5] * 53
+    b = [0.0] + [1.0] * 6 + [0.5] * 53
+    d = paired_difference(pd.concat([_rows("main", a), _rows("none", b)]), "main", "none")
+    assert (d.wins, d.losses, d.ties, d.non_tied) == (1, 6, 53, 7)
+    assert d.sign_p == pytest.approx(0.125)
+    assert "7 non-tied, sign test p = 0.125" in comparison_sentence(d, split="t", scaffold="s")
+    table = compare_table(pd.concat([_rows("main", a), _rows("none", b)]), ["model_choice"], "none")
+    assert table.set_index("model_choice").loc["main", "sign_p"] == pytest.approx(0.125)
 
 
 # ---------------------------------------------------------------- the table

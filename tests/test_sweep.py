@@ -231,3 +231,163 @@ def test_a_runs_process_does_not_import_the_statistics() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+# ---------------------------------------------------------------- issue 48: sweeps a user can start safely
+
+
+def test_rows_keep_paths_relative_to_the_sweep_so_the_directory_can_move(
+    config_path: str, tmp_path: Path
+) -> None:
+    spec = SweepSpec(name="rel", tasks=(TASK.id,), models=("light",))
+    run_sweep(spec, config_path=config_path, out_dir=tmp_path / "sw", model_factory=FACTORY, progress=False)
+    out = sweep_dir(spec, tmp_path / "sw")
+    saved = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert saved and all(not Path(r["trace_path"]).is_absolute() for r in saved)
+    assert str(tmp_path) not in (out / "results.jsonl").read_text()  # no absolute path at all
+    moved = tmp_path / "elsewhere" / out.name
+    moved.parent.mkdir()
+    out.rename(moved)
+    df = load_results(moved)
+    assert all(Path(p).is_file() and Path(p).is_relative_to(moved) for p in df["trace_path"])
+
+
+def test_the_resume_key_does_not_depend_on_where_the_task_file_lives(tmp_path: Path) -> None:
+    for folder in ("a", "b/c"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "mine.yaml").write_text("suite: mine\ntasks: []\n", encoding="utf-8")
+    here = SweepSpec(name="f", split=str(tmp_path / "a" / "mine.yaml"), tasks=("all",), models=("none",))
+    there = here.model_copy(update={"split": str(tmp_path / "b" / "c" / "mine.yaml")})
+    relative = here.model_copy(update={"split": "a/mine.yaml"})
+    assert here.key() == there.key() == relative.key()
+    assert sweep_dir(here, tmp_path / "sw") == sweep_dir(there, tmp_path / "sw")  # the same directory resumes
+    assert here.key() != here.model_copy(update={"models": ("retrieval",)}).key()
+    builtin = SweepSpec(name="f", split="dev", tasks=("all",), models=("none",))
+    import hashlib
+
+    assert builtin.key() == hashlib.sha256(builtin.model_dump_json().encode()).hexdigest()[:10]  # kept
+
+
+def test_a_sweep_prints_its_estimate_before_it_starts(
+    config_path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from subagent_lab.experiments.estimate import estimate_lines, recorded_walls
+    from subagent_lab.experiments.sweep import sweep_estimate
+
+    rows = pd.DataFrame({"model_choice": ["main"] * 3 + ["none"], "elapsed_s": [10.0, 30.0, 500.0, 0.1],
+                         "cache_hits": [0, 0, 2, 0]})  # fmt: skip
+    rows.to_csv(tmp_path / "r.csv", index=False)
+    walls = recorded_walls([tmp_path / "r.csv"])
+    assert walls == {"main": (20.0, 2), "none": (0.1, 1)}  # the cached run is no time
+    lines = estimate_lines({"main": 30, "none": 30, "light": 30}, walls, 1)
+    assert lines[0] == "estimate: 90 runs, about 10 min on 1 worker(s) plus the runs of light"
+    assert "main: 30 runs x 20.0 s (median of 2 recorded runs) = 10 min" in lines[1]
+    spec = SweepSpec(name="est", tasks=(TASK.id,), models=("none", "main"), repeats=2)
+    committed = sweep_estimate(spec, 1, [TASK])
+    assert committed[0].startswith("estimate: 4 runs, about ") and "main: 2 runs x " in committed[2]
+    floors = SweepSpec(name="est", tasks=(TASK.id,), models=("none",))
+    run_sweep(floors, config_path=config_path, out_dir=tmp_path / "sw", progress=True)
+    assert capsys.readouterr().out.startswith("estimate: 1 runs")
+
+
+def test_a_sweep_with_a_real_model_defaults_to_one_worker() -> None:
+    from subagent_lab.experiments.sweep import sweep_workers
+
+    assert sweep_workers(SweepSpec(models=("none", "retrieval"))) == 2
+    assert sweep_workers(SweepSpec(models=("none", "main"))) == 1
+    assert sweep_workers(SweepSpec(models=("light",))) == 1
+
+
+def test_the_sweep_tables_show_acc_at_k_over_all_and_non_leaking_tasks(
+    config_path: str, tmp_path: Path
+) -> None:
+    from subagent_lab.analysis.fields import field_table
+
+    spec = SweepSpec(name="acc", tasks=(TASK.id,), models=("light",))
+    df = run_sweep(
+        spec, config_path=config_path, out_dir=tmp_path / "sw", model_factory=FACTORY, progress=False
+    )
+    table = field_table(df)
+    assert {"file Acc@1", "file Acc@5", "func Acc@1", "func Acc@5", "unit recall@4"} <= set(table.columns)
+    assert list(table["on"]) == ["all"] and table["file Acc@5"].iloc[0].startswith("1.00")
+    other = df.assign(task_id="other", task_meta=json.dumps({"names_gold_symbol": False}), file_acc_at5=0.0)
+    flagged = pd.concat([df.assign(task_meta=json.dumps({"names_gold_symbol": True})), other])
+    split = field_table(flagged).set_index("on")
+    assert int(split.loc["all", "tasks"]) == 2 and int(split.loc["no-leak", "tasks"]) == 1
+    assert int(split.loc["no-leak", "leaks"]) == 1 and split.loc["no-leak", "file Acc@5"] == "0.00"
+
+
+def test_the_summary_keeps_absent_tasks_and_leaking_ones_apart() -> None:
+    leak, clean = json.dumps({"names_gold_symbol": True}), json.dumps({"names_gold_symbol": False})
+    df = pd.DataFrame({
+        "model_used": "main", "task_id": ["a", "b", "c"], "kind": ["localize", "localize", "absent"],
+        "task_meta": [leak, clean, clean], "quality": [1.0, 0.0, 1.0], "status": "completed",
+        "contract_valid": True, "total_tokens": 10, "grounded_ratio": 1.0, "elapsed_s": 1.0, "cost_usd": 0.0,
+    })  # fmt: skip
+    row = summarize(df).iloc[0]
+    assert row["mean_quality"] == 0.5  # the absent task's give-up-able 1.0 is not in it
+    assert row["mean_quality_absent"] == 1.0
+    assert row["mean_quality_no_leak"] == 0.0 and row["leaks"] == 1
+
+
+def test_a_sweep_with_absent_tasks_carries_the_give_up_floor_beside_them(
+    config_path: str, tmp_path: Path
+) -> None:
+    from subagent_lab.analysis.headline import lift_table
+    from subagent_lab.bench.giveup import GIVE_UP
+
+    spec = SweepSpec(name="gu", tasks=(TASK.id, "yaml-absent-toml"), models=("light",))
+    df = run_sweep(
+        spec, config_path=config_path, out_dir=tmp_path / "sw", model_factory=FACTORY, progress=False
+    )
+    floor = df[df["model_choice"] == GIVE_UP].set_index("task_id")
+    assert set(floor.index) == {TASK.id, "yaml-absent-toml"}
+    assert floor.loc["yaml-absent-toml", "quality"] == 1.0 and floor.loc[TASK.id, "quality"] == 0.0
+    assert len(load_results(df.attrs["sweep_dir"])) == 2  # computed beside the rows, not saved as runs
+    table = lift_table(df).set_index(["tasks", "model_choice"])
+    assert table.loc[("absent", "light"), "floor"] == GIVE_UP
+    assert table.loc[("present", "light"), "mean"] == 1.0  # the scripted answer cites the gold
+
+
+def test_bench_explore_prints_acc_at_k_with_the_leak_split(capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_explore.py"
+    module_spec = importlib.util.spec_from_file_location("bench_explore", path)
+    assert module_spec is not None and module_spec.loader is not None
+    bench = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(bench)
+    metas = [json.dumps({"names_gold_symbol": i < 2}) for i in range(6)]
+    rows = pd.DataFrame([
+        {"split": "mined-test", "scaffold": "aided", "model_choice": arm, "task_id": f"t{i}",
+         "kind": "localize", "repeat": 0, "task_meta": metas[i], "quality": q, "file_acc_at1": q,
+         "file_acc_at5": q, "func_acc_at1": q, "func_acc_at5": q, "unit_recall_at4": q,
+         "strict_line_recall": q, "gold_recall_file": q, "contract_valid": True, "elapsed_s": 1.0,
+         "model_time_s": 1.0, "terminal_reason": "completed"}
+        for arm, scores in (("none", [1, 1, 0, 0, 1, 0]), ("main", [1, 1, 1, 0, 0, 0]))
+        for i, q in enumerate(scores)
+    ])  # fmt: skip
+    bench.report(rows, ())
+    out = capsys.readouterr().out
+    assert "func Acc@5" in out and "unit recall@4" in out and "no-leak" in out
+    assert "non-tied, sign test p" in out
+    assert "main − none (aided, no-leak tasks, 4): func_acc_at5 0.25 − 0.25" in out  # 2 leaking left out
+
+
+def test_the_sweep_command_prints_its_estimate_first_and_saves_no_absolute_path(
+    config_path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from subagent_lab.cli.main import main
+
+    argv = ["--config", config_path, "sweep", "--tasks", "dev", "--suite", f"{TASK.id},yaml-absent-toml"]
+    assert main([*argv, "--models", "none", "--scaffold", "plain", "--out", str(tmp_path / "sw")]) == 0
+    out = capsys.readouterr().out
+    assert (
+        out.startswith("estimate: 2 runs, about ") and "on 2 worker(s)" in out.splitlines()[0]
+    )  # floors only
+    assert "Localization (Acc@k" in out and "func Acc@5" in out and "give-up" in out
+    results = next((tmp_path / "sw").rglob("results.csv"))
+    assert (
+        str(tmp_path) not in results.read_text()
+        and str(tmp_path) not in (results.parent / "results.jsonl").read_text()
+    )

@@ -1,19 +1,26 @@
 """What a result table leads with: each model's lift over the no-model baseline and over the
 strongest floor, and the paired light-vs-main difference, per split and scaffold, each with its
-bootstrap 95% interval; present and absent tasks also apart.
+bootstrap 95% interval and the sign test over its non-tied tasks.
+
+The headline is over the tasks with gold: absent tasks are scored apart (a constant give-up passes
+them, so pooled they would lift any arm that gives up; the ``give-up`` floor,
+``bench.giveup``, stands beside them), and the tasks whose prompt names a gold unit (the mined
+tasks' ``names_gold_symbol``, *leaking*) are counted and left out again on rows of their own.
 
 Pure functions of a sweep's rows (``analysis.stats`` computes every interval). Rows are grouped
 by ``split`` and ``scaffold`` where those columns exist, so a comparison never mixes scaffolds.
 
 A *floor* is an arm that runs no language model: ``none`` (the no-model baseline), ``retrieval``
-(the retrieval floor), or any arm named ``<floor>-<suffix>`` after one (``retrieval-4``, the
-whole-unit retrieval of ``benchmarks/bench_explore.py``). A group's *strongest floor* is its floor
-arm with the highest mean on the group's tasks (ties: the first by name); each arm's lift over it
-is paired by task, like the lift over ``none``.
+(the retrieval floor), ``give-up`` (the constant "No evidence." answer), or any arm named
+``<floor>-<suffix>`` after one (``retrieval-4``, the whole-unit retrieval of
+``benchmarks/bench_explore.py``). A group's *strongest floor* is its floor arm with the highest
+mean on the group's tasks (ties: the first by name); each arm's lift over it is paired by task,
+like the lift over ``none``.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
 from collections.abc import Collection
@@ -21,18 +28,29 @@ from typing import Any
 
 import pandas as pd
 
-from subagent_lab.analysis.stats import compare_table, comparison_sentence, mean_ci, paired_difference
+from subagent_lab.analysis.stats import (
+    compare_table,
+    comparison_sentence,
+    mean_ci,
+    paired_difference,
+    sign_text,
+)
+from subagent_lab.bench.giveup import GIVE_UP
 from subagent_lab.core.types import FLOOR_CHOICES
 
 ARM = "model_choice"
 BASELINE = "none"
 """The no-model baseline's model choice (``subagent_lab.models.baseline``)."""
-FLOORS: frozenset[str] = FLOOR_CHOICES
+FLOORS: frozenset[str] = FLOOR_CHOICES | {GIVE_UP}
 """The floor arms' names (see the module docstring for ``<floor>-<suffix>``)."""
-SUBSETS = ("all", "present", "absent")
-"""The ``tasks`` column's values: every task, those whose ``kind`` is not ``absent``, the absent ones."""
+SUBSETS = ("all", "present", "no-leak", "absent")
+"""The ``tasks`` column's values: every task (where none is absent), the tasks whose ``kind`` is
+not ``absent`` (the headline, where some are), those of them whose prompt names no gold unit, the
+absent ones."""
+LEAK_FLAG = "names_gold_symbol"
+"""The mined tasks' ``meta`` flag (``bench.mine``): the prompt names a gold function or class."""
 FLOOR_COLUMNS = ["floor", "floor_mean", "floor_lift", "floor_lift_ci_low", "floor_lift_ci_high",
-                 "floor_wins", "floor_losses", "floor_ties"]  # fmt: skip
+                 "floor_wins", "floor_losses", "floor_ties", "floor_sign_p"]  # fmt: skip
 """The columns ``lift_table`` adds after ``compare_table``'s."""
 
 
@@ -58,15 +76,55 @@ def _label(part: pd.DataFrame, column: str, default: str) -> str:
     return str(part[column].iloc[0]) if column in part.columns and len(part) else default
 
 
+def leaking(df: pd.DataFrame) -> pd.Series:
+    """Per row: whether its task's prompt names a gold unit (a ``leaks`` column, else ``LEAK_FLAG``
+    in the row's ``task_meta`` JSON); False where unknown."""
+    if "leaks" in df.columns:
+        return df["leaks"].fillna(False).astype(bool)
+    if "task_meta" not in df.columns:
+        return pd.Series(False, index=df.index)
+
+    def flag(meta: object) -> bool:
+        try:
+            return bool(json.loads(meta).get(LEAK_FLAG, False)) if isinstance(meta, str) else False
+        except (ValueError, AttributeError):
+            return False
+
+    return df["task_meta"].map(flag).astype(bool)
+
+
+def leak_known(df: pd.DataFrame) -> bool:
+    """Whether the rows say which tasks leak (a mined suite's flag), so a no-leak subset means something."""
+    if "leaks" in df.columns:
+        return bool(df["leaks"].notna().any())
+    return "task_meta" in df.columns and bool(df["task_meta"].astype(str).str.contains(LEAK_FLAG).any())
+
+
 def task_subsets(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """``("all", df)``, then the present and the absent tasks apart (by ``kind``) where ``df`` holds
-    both (with only one of them, that one is all)."""
-    if "kind" not in df.columns:
-        return [("all", df)]
-    absent = df["kind"].eq("absent").fillna(False).astype(bool)
-    if not absent.any() or absent.all():
-        return [("all", df)]
-    return [("all", df), ("present", df[~absent]), ("absent", df[absent])]
+    """The headline's tasks, then the same without the leaking ones, then the absent ones apart.
+
+    The headline is ``("all", df)`` where no task is ``absent``, else ``("present", ...)``: absent
+    tasks never enter it (a constant give-up passes them). ``("no-leak", ...)``: the headline's
+    tasks whose prompt names no gold unit, where the rows say (``leak_known``); ``("absent",
+    ...)``: the absent tasks, where there are some."""
+    absent = df["kind"].eq("absent").fillna(False).astype(bool) if "kind" in df.columns else None
+    if absent is None or not absent.any():
+        head: list[tuple[str, pd.DataFrame]] = [("all", df)]
+    elif absent.all():
+        return [("absent", df)]
+    else:
+        head = [("present", df[~absent])]
+    if leak_known(df):
+        present = head[0][1]
+        head.append(("no-leak", present[~leaking(present)]))
+    if absent is not None and absent.any():
+        head.append(("absent", df[absent]))
+    return head
+
+
+def leak_count(df: pd.DataFrame) -> int:
+    """Distinct tasks of ``df`` whose prompt names a gold unit (``leaking``)."""
+    return int(df.loc[leaking(df), "task_id"].nunique()) if "task_id" in df.columns else 0
 
 
 def strongest_floor(
@@ -99,6 +157,7 @@ def _with_floor(table: pd.DataFrame, df: pd.DataFrame, groups: list[str], value:
         found = strongest_floor(part, value, floors)
         cells: dict[str, object] = dict.fromkeys(FLOOR_COLUMNS, math.nan)
         cells.update(floor=None, floor_wins=pd.NA, floor_losses=pd.NA, floor_ties=pd.NA)
+        cells.update(floor_sign_p=math.nan)
         if found is not None:
             floor, mean = found
             cells.update(floor=floor, floor_mean=mean)
@@ -106,7 +165,7 @@ def _with_floor(table: pd.DataFrame, df: pd.DataFrame, groups: list[str], value:
                 d = paired_difference(part, str(row[ARM]), floor, value=value)
                 cells.update(floor_lift=d.diff.mean, floor_lift_ci_low=d.diff.low,
                              floor_lift_ci_high=d.diff.high, floor_wins=d.wins, floor_losses=d.losses,
-                             floor_ties=d.ties)  # fmt: skip
+                             floor_ties=d.ties, floor_sign_p=d.sign_p)  # fmt: skip
         extra.append(cells)
     add = pd.DataFrame(extra, columns=FLOOR_COLUMNS, index=table.index)
     add = add.astype({"floor_wins": "Int64", "floor_losses": "Int64", "floor_ties": "Int64"})
@@ -126,38 +185,54 @@ def lift_table(
     strongest floor (``floor``, ``floor_mean``) and the lift over it [95% CI] with its counts
     (``FLOOR_COLUMNS``; the strongest floor's own row has no lift).
 
-    ``apart``: a ``tasks`` column, and the present and the absent tasks again on rows of their own
-    (``task_subsets``; the strongest floor is chosen again within each), where ``df`` has a
-    ``kind`` column holding both."""
+    ``apart``: a ``tasks`` column naming the subset of each row (``task_subsets``: the headline's
+    tasks, the non-leaking ones, the absent ones; the strongest floor is chosen again within each)
+    and a ``leaks`` column, the leaking tasks among the headline's tasks of the row's group."""
     if df.empty or ARM not in df.columns:
         return pd.DataFrame()
     groups = _groups(df)
     frames = []
-    for order, (subset, part) in enumerate(task_subsets(df) if apart else [("all", df)]):
+    subsets = task_subsets(df) if apart else [("all", df)]
+    for order, (subset, part) in enumerate(subsets):
         table = compare_table(part, [*groups, ARM], baseline, value=value)
         table = _with_floor(table, part, groups, value, floors)
         if apart:
             table.insert(len(groups), "tasks", subset)
+            head = subsets[0][1] if subset != "absent" else part[:0]
+            table["leaks"] = [leak_count(_group_rows(head, row, groups)) for _, row in table.iterrows()]
         frames.append(table.assign(_order=order))
     out = pd.concat(frames, ignore_index=True)
     out = out.sort_values([*groups, "_order"], kind="stable", na_position="last")
     return out.drop(columns="_order").reset_index(drop=True)
 
 
+def _group_rows(df: pd.DataFrame, row: pd.Series, groups: list[str]) -> pd.DataFrame:
+    """The rows of ``df`` in ``row``'s group (its ``groups`` values, NaN matching NaN)."""
+    mask = pd.Series(True, index=df.index)
+    for column in groups:
+        mask &= (df[column] == row[column]) | (df[column].isna() & pd.isna(row[column]))
+    return df[mask]
+
+
 def comparison_sentences(
     df: pd.DataFrame, a: str = "main", b: str = "light", value: str = "quality", baseline: str = BASELINE
 ) -> list[str]:
-    """One sentence per split x scaffold holding both ``a`` and ``b``: "main − light = +0.12
-    [0.03, 0.21] on dev (30 tasks, same scaffold `aided`); no-model baseline 0.19", then the
-    strongest floor where one ran ("; strongest floor `retrieval` 0.37")."""
+    """One sentence per split x scaffold holding both ``a`` and ``b``, over the headline's tasks
+    (``task_subsets``: absent ones apart): "main − light = +0.12 [0.03, 0.21] on dev (30 tasks,
+    same scaffold `aided`; 9 non-tied, sign test p = 0.04); no-model baseline 0.19", then the
+    strongest floor where one ran ("; strongest floor `retrieval` 0.37"), then the same difference
+    without the leaking tasks where the rows flag them ("; no-leak (20 tasks, 10 leaking left
+    out): +0.05 [...] (6 non-tied, sign test p = 0.69)")."""
     if df.empty or ARM not in df.columns:
         return []
     groups = _groups(df)
     sentences = []
-    for part in _parts(df, groups):
-        arms = set(part[ARM].astype(str))
+    for whole in _parts(df, groups):
+        arms = set(whole[ARM].astype(str))
         if not {a, b} <= arms:
             continue
+        subsets = dict(task_subsets(whole))
+        part = subsets.get("all", subsets.get("present", whole))
         diff = paired_difference(part, a, b, value=value)
         base = mean_ci(part[part[ARM] == baseline], value).mean if baseline in arms else None
         sentence = comparison_sentence(
@@ -169,6 +244,11 @@ def comparison_sentences(
         found = strongest_floor(part, value)
         if found is not None:
             sentence += f"; strongest floor `{found[0]}` {found[1]:.2f}"
+        if "no-leak" in subsets:
+            clean = paired_difference(subsets["no-leak"], a, b, value=value)
+            d = clean.diff
+            sentence += (f"; no-leak ({d.n} tasks, {leak_count(part)} leaking left out): "
+                         f"{_interval(d.mean, d.low, d.high, True)} ({sign_text(clean)})")  # fmt: skip
         if "variant" in groups:
             sentence += f"; variant `{_label(part, 'variant', '')}`"
         sentences.append(sentence)
@@ -193,9 +273,10 @@ def lead_sentences(df: pd.DataFrame) -> list[str]:
 
 def floor_sentences(df: pd.DataFrame, value: str = "quality", floors: Collection[str] = FLOORS) -> list[str]:
     """One sentence per split x scaffold x model that is no floor: its lift over the strongest
-    floor, on all tasks, then on the present and the absent tasks apart, e.g. "main − `retrieval`
-    = +0.03 [−0.11, +0.20] on dev (30 tasks, scaffold `aided`, W/L/T 11/14/5); present (27):
-    −0.02 [−0.15, +0.12]; absent (3): +0.67 [0.00, 1.00]"."""
+    floor on the headline's tasks, then on the non-leaking and the absent tasks apart, each with
+    W/L/T and the sign test, e.g. "main − `retrieval` = +0.03 [−0.11, +0.20] on dev (27 tasks,
+    scaffold `aided`, W/L/T 11/11/5, 22 non-tied, sign test p = 1.000); no-leak (20): −0.02
+    [−0.15, +0.12] vs `retrieval` (W/L/T ...); absent (3): −0.33 [−1.00, 0.00] vs `give-up` (...)"."""
     table = lift_table(df, value, floors=floors)
     if table.empty:
         return []
@@ -203,7 +284,8 @@ def floor_sentences(df: pd.DataFrame, value: str = "quality", floors: Collection
         table = table.assign(tasks="all")
     keys = [c for c in ("split", "scaffold", "variant") if c in table.columns]
     sentences = []
-    for _, row in table[table["tasks"] == "all"].iterrows():
+    head = table["tasks"].isin(("all", "present"))
+    for _, row in table[head].iterrows():
         if is_floor(str(row[ARM]), floors) or row["floor"] is None or pd.isna(row["floor"]):
             continue
         same = table[ARM] == row[ARM]
@@ -216,17 +298,21 @@ def floor_sentences(df: pd.DataFrame, value: str = "quality", floors: Collection
             + (f", scaffold `{row['scaffold']}`" if "scaffold" in keys else "")
             + f", W/L/T {_counts(row)})"
         )
-        for _, sub in table[same & (table["tasks"] != "all")].iterrows():
+        for _, sub in table[same & ~head].iterrows():
             lift = _interval(sub["floor_lift"], sub["floor_lift_ci_low"], sub["floor_lift_ci_high"], True)
             text += f"; {sub['tasks']} ({int(sub['n'])}): {lift} vs `{sub['floor']}`"
+            text += f" (W/L/T {_counts(sub)})" if _counts(sub) else ""
         sentences.append(text)
     return sentences
 
 
-def _counts(row: pd.Series) -> str:
-    if pd.isna(row["floor_wins"]):
+def _counts(row: pd.Series, prefix: str = "floor_") -> str:
+    """``W/L/T, N non-tied, sign test p = P`` of a row's paired counts ("" without them)."""
+    if pd.isna(row[f"{prefix}wins"]):
         return ""
-    return f"{int(row['floor_wins'])}/{int(row['floor_losses'])}/{int(row['floor_ties'])}"
+    wins, losses, ties = (int(row[f"{prefix}{c}"]) for c in ("wins", "losses", "ties"))
+    p = row[f"{prefix}sign_p"]
+    return f"{wins}/{losses}/{ties}, {wins + losses} non-tied, sign test p = {p:.3f}"
 
 
 def _interval(mean: float, low: float, high: float, sign: bool = False) -> str:
@@ -262,6 +348,10 @@ def readable_lift(table: pd.DataFrame) -> pd.DataFrame:
         "" if pd.isna(w) else f"{int(w)}/{int(lo)}/{int(t)}"
         for w, lo, t in zip(table["wins"], table["losses"], table["ties"], strict=True)
     ]
+    if "sign_p" in table.columns:
+        out["sign p vs no-model"] = [_p(p) for p in table["sign_p"]]
+    if "leaks" in table.columns:
+        out.insert(list(out.columns).index("tasks") + 1, "leaks", table["leaks"].astype(int))
     if "floor" in table.columns:
         out["strongest floor"] = [
             "" if f is None or pd.isna(f) else f"{f} {m:.2f}"
@@ -282,6 +372,7 @@ def readable_lift(table: pd.DataFrame) -> pd.DataFrame:
             "" if pd.isna(w) else f"{int(w)}/{int(lo)}/{int(t)}"
             for w, lo, t in zip(table["floor_wins"], table["floor_losses"], table["floor_ties"], strict=True)
         ]
+        out["sign p vs floor"] = [_p(p) for p in table["floor_sign_p"]]
     return out.reset_index(drop=True)
 
 
@@ -305,3 +396,8 @@ def readable(df: pd.DataFrame) -> pd.DataFrame:
         if pd.api.types.is_numeric_dtype(shown[column]) and not pd.api.types.is_bool_dtype(shown[column]):
             shown[column] = shown[column].map(readable_number)
     return shown
+
+
+def _p(p: float) -> str:
+    """A sign test's p-value as a table cell ("" where there is none)."""
+    return "" if pd.isna(p) else f"{p:.3f}" if p >= 0.001 else "<0.001"

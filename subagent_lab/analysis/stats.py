@@ -8,7 +8,9 @@ such as ``model_choice``, a ``repeat`` column and a value such as ``quality``). 
   undefined);
 * over tasks and repeats, where some task has more than one repeat: two-stage (hierarchical)
   resampling, tasks first, then repeats within each drawn task (percentile intervals);
-* paired differences: the same, on the per-task differences of two arms over their common tasks.
+* paired differences: the same, on the per-task differences of two arms over their common tasks,
+  with the exact two-sided sign test over the non-tied tasks beside the interval (a BCa interval
+  over a handful of non-tied tasks can exclude 0 where the sign test cannot: read both).
 
 Degenerate inputs never raise: no task gives ``nan`` everywhere; one task gives its mean with a
 ``nan`` interval (one task says nothing about spread); values that are all equal give the interval
@@ -63,6 +65,22 @@ class PairedDifference:
     """Tasks where ``a`` scored higher (task means over repeats)."""
     losses: int
     ties: int
+    sign_p: float = math.nan
+    """Exact two-sided sign test over the non-tied tasks (wins against losses at 1/2 each); 1.0
+    with no non-tied task (nothing to test)."""
+
+    @property
+    def non_tied(self) -> int:
+        """Tasks where the two arms differ: the sign test's sample."""
+        return self.wins + self.losses
+
+
+def sign_test(wins: int, losses: int) -> float:
+    """The exact two-sided binomial sign test's p-value of ``wins`` against ``losses`` (ties left
+    out); 1.0 when there is neither."""
+    if wins + losses == 0:
+        return 1.0
+    return float(stats.binomtest(wins, wins + losses, 0.5).pvalue)
 
 
 def _matrix(groups: Sequence[Sequence[float]]) -> tuple[np.ndarray, np.ndarray]:
@@ -191,15 +209,17 @@ def paired_difference(
     xa, xb = [ga[t] for t in tasks], [gb[t] for t in tasks]
     diff = _interval(xa, xb, confidence=confidence, n_resamples=n_resamples, seed=seed)
     per_task = np.array([np.mean(x) - np.mean(y) for x, y in zip(xa, xb, strict=True)])
+    wins, losses = int((per_task > TIE_TOLERANCE).sum()), int((per_task < -TIE_TOLERANCE).sum())
     return PairedDifference(
         a=a,
         b=b,
         diff=diff,
         a_mean=float(np.mean([np.mean(x) for x in xa])) if tasks else math.nan,
         b_mean=float(np.mean([np.mean(y) for y in xb])) if tasks else math.nan,
-        wins=int((per_task > TIE_TOLERANCE).sum()),
-        losses=int((per_task < -TIE_TOLERANCE).sum()),
+        wins=wins,
+        losses=losses,
         ties=int((np.abs(per_task) <= TIE_TOLERANCE).sum()),
+        sign_p=sign_test(wins, losses),
     )
 
 
@@ -219,22 +239,32 @@ def comparison_sentence(
     digits: int = 2,
 ) -> str:
     """One sentence for a paired comparison, the line a report leads with, e.g.
-    "main − light = +0.12 [0.03, 0.21] on test (30 tasks, same scaffold `aided`); no-model
-    baseline 0.19". An undefined interval (fewer than two tasks) reads ``[n/a]``."""
+    "main − light = +0.12 [0.03, 0.21] on test (30 tasks, same scaffold `aided`; 9 non-tied,
+    sign test p = 0.04); no-model baseline 0.19". An undefined interval (fewer than two tasks)
+    reads ``[n/a]``."""
     d = diff.diff
     interval = "[n/a]" if math.isnan(d.low) else f"[{_fmt(d.low, digits)}, {_fmt(d.high, digits)}]"
     tasks = f"{d.n} task" + ("" if d.n == 1 else "s")
     if d.repeats > 1:
         tasks += f" × up to {d.repeats} repeats"
     text = f"{diff.a} − {diff.b} = {_fmt(d.mean, digits, sign=True)} {interval} on {split}"
-    text += f" ({tasks}, same scaffold `{scaffold}`)"
+    text += f" ({tasks}, same scaffold `{scaffold}`; {sign_text(diff)})"
     if baseline is not None:
         text += f"; no-model baseline {_fmt(baseline, digits)}"
     return text
 
 
+def sign_text(diff: PairedDifference) -> str:
+    """``9 non-tied, sign test p = 0.04``: what the interval of ``diff`` rests on."""
+    return f"{diff.non_tied} non-tied, sign test p {_p(diff.sign_p)}"
+
+
+def _p(p: float) -> str:
+    return "n/a" if math.isnan(p) else f"= {p:.3f}" if p >= 0.001 else "< 0.001"
+
+
 COMPARE_COLUMNS = ["mean", "ci_low", "ci_high", "n", "repeats", "lift", "lift_ci_low", "lift_ci_high",
-                   "wins", "losses", "ties"]  # fmt: skip
+                   "wins", "losses", "ties", "sign_p"]  # fmt: skip
 """The columns ``compare_table`` adds after its ``by`` columns."""
 
 
@@ -257,8 +287,9 @@ def compare_table(
     ``by=["split", "scaffold", "model_choice"], baseline="none"``); a group's baseline is the group
     with the same other ``by`` values and ``arm == baseline``. The baseline's own rows, and groups
     without a baseline, have ``nan`` lift and no counts. ``wins``/``losses``/``ties`` count tasks
-    above/below/equal to the baseline. ``by`` must name every factor that varies (split, scaffold,
-    variant, model): rows of one task left in a group are pooled as its repeats."""
+    above/below/equal to the baseline; ``sign_p`` is the sign test over the non-tied ones. ``by``
+    must name every factor that varies (split, scaffold, variant, model): rows of one task left in
+    a group are pooled as its repeats."""
     by = list(by)
     arm = arm or by[-1]
     if arm not in by:
@@ -271,7 +302,13 @@ def compare_table(
         row: dict[str, object] = {**labels, "mean": ci.mean, "ci_low": ci.low, "ci_high": ci.high,
                                   "n": ci.n, "repeats": ci.repeats}  # fmt: skip
         row.update(
-            lift=math.nan, lift_ci_low=math.nan, lift_ci_high=math.nan, wins=pd.NA, losses=pd.NA, ties=pd.NA
+            lift=math.nan,
+            lift_ci_low=math.nan,
+            lift_ci_high=math.nan,
+            wins=pd.NA,
+            losses=pd.NA,
+            ties=pd.NA,
+            sign_p=math.nan,
         )
         mask = df[arm] == baseline
         for column in others:
@@ -283,7 +320,7 @@ def compare_table(
                 confidence=confidence, n_resamples=n_resamples, seed=seed,
             )  # fmt: skip
             row.update(lift=d.diff.mean, lift_ci_low=d.diff.low, lift_ci_high=d.diff.high,
-                       wins=d.wins, losses=d.losses, ties=d.ties)  # fmt: skip
+                       wins=d.wins, losses=d.losses, ties=d.ties, sign_p=d.sign_p)  # fmt: skip
         rows.append(row)
     out = pd.DataFrame(rows, columns=[*by, *COMPARE_COLUMNS])
     return out.astype({"n": int, "repeats": int, "wins": "Int64", "losses": "Int64", "ties": "Int64"})

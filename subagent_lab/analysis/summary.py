@@ -6,6 +6,8 @@ from typing import Any
 
 import pandas as pd
 
+from subagent_lab.analysis.headline import leak_known, leaking
+
 GROUP = ["model_used", "scaffold", "variant"]
 """The default grouping: model x scaffold preset x variant (the columns a table has of these)."""
 
@@ -33,6 +35,11 @@ def summarize(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
     """By model x scaffold x variant: completion rate, median/p90 tokens, cost per completed run,
     quality. ``median_elapsed_s`` is over the runs without a cache hit (NaN when all hit).
 
+    Quality is over the tasks with gold (``mean_quality``; absent tasks apart, in
+    ``mean_quality_absent``, since a constant give-up passes them), and again without the tasks
+    whose prompt names a gold unit (``mean_quality_no_leak``, with ``leaks`` their count) where the
+    rows flag them (``analysis.headline.leak_known``).
+
     Next to each mean in ``SPREAD`` it reports the spread over repeats: the mean of each repeat
     alone (over the group's tasks), then the min, median and max of those per-repeat means
     (``quality_min``, ``quality_median``, ``quality_max``, ...), with ``repeats`` their count. A
@@ -42,6 +49,10 @@ def summarize(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
     by = _group(df, by)
     if df.empty:
         return pd.DataFrame()
+    absent = df["kind"].eq("absent").fillna(False).astype(bool) if "kind" in df.columns else None
+    raw = df
+    if absent is not None and "quality" in df.columns:  # a give-up passes absent tasks: apart
+        df = df.assign(quality=df["quality"].where(~absent))
     grouped = df.groupby(by, dropna=False)
     timed = _uncached(df).groupby(by, dropna=False)["elapsed_s"]
     out = pd.DataFrame(
@@ -60,6 +71,15 @@ def summarize(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
     n_completed = completed.size().reindex(out.index).fillna(0)
     cost = grouped["cost_usd"].sum()
     out["cost_per_completed_usd"] = (cost / n_completed).where(n_completed > 0)
+    if absent is not None and absent.any():
+        out["mean_quality_absent"] = (
+            raw[absent].groupby(by, dropna=False)["quality"].mean().reindex(out.index)
+        )
+    if leak_known(df) and absent is not None:
+        clean = df[~absent & ~leaking(df)]
+        out["mean_quality_no_leak"] = clean.groupby(by, dropna=False)["quality"].mean().reindex(out.index)
+        out["leaks"] = df[~absent & leaking(df)].groupby(by, dropna=False)["task_id"].nunique()
+        out["leaks"] = out["leaks"].reindex(out.index).fillna(0).astype(int)
     if "repeat" in df.columns:
         out = _with_spread(out, df, by)
     return out.reset_index()

@@ -152,6 +152,11 @@ def _rows(source: Any, root: Path | None) -> list[Row]:
         return [(source.model_dump(mode="json"), root)]
     if hasattr(source, "columns") and hasattr(source, "to_json"):  # a DataFrame: one row per record
         records: list[dict[str, Any]] = json.loads(source.to_json(orient="records", default_handler=str))
+        # A sample per run: the give-up floor's rows (scored beside absent tasks, never run, not in
+        # the sweep's log) are left out, as an export of the sweep's directory leaves them.
+        from subagent_lab.bench.giveup import GIVE_UP
+
+        records = [r for r in records if r.get("model_choice") != GIVE_UP]
         sweep = (getattr(source, "attrs", None) or {}).get("sweep_dir")
         return [({**r, "_sweep_dir": sweep} if sweep else r, root) for r in records]
     if hasattr(source, "to_dict"):  # a pandas row

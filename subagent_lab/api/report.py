@@ -149,8 +149,20 @@ def comparisons_html(df: pd.DataFrame) -> str:
     return (
         "<h2>Comparisons</h2>" + lead + "<p class='sl-muted'>Intervals: bootstrap 95% over tasks (and "
         "repeats where sampled); differences paired by task; docs/numbers.md says how each is computed."
-        "</p>" + _table(readable_lift(lift_table(df)))
+        "</p>" + _table(readable_lift(lift_table(df))) + _fields_html(df)
     )
+
+
+def _fields_html(df: pd.DataFrame) -> str:
+    """The field's localization metrics (Acc@k over the first k items, unit recall@4) over all and
+    the non-leaking tasks, with the leak count; "" without localization columns."""
+    from subagent_lab.analysis.fields import field_table
+
+    table = field_table(df)
+    if table.empty:
+        return ""
+    head = "<h3>Localization (Acc@k, unit recall@4; no-leak: prompts naming no gold unit)</h3>"
+    return head + _table(table)
 
 
 def _number(value: Any) -> TypeGuard[float]:

@@ -22,8 +22,14 @@ UNIT_ITEMS = 4
 """Unit recall looks at the first this many items (the models' ``max_evidence``)."""
 UNIT_MAX_LINES = 60
 """An item inside the gold span's innermost enclosing function earns unit credit only when that
-function is at most this many lines long: a line of a 300-line function says little about where
-in it the change belongs."""
+function is at most this many lines long (else inside the span itself, when the span is): a line
+of a 300-line function says little about where in it the change belongs."""
+UNIT_SHARE = 0.5
+"""An item not inside that region earns unit credit only when it holds at least this share of the
+gold span's lines: a window that merely touches the span, however wide, earns nothing."""
+UNIT_WIDTH_FACTOR = 2
+"""... and is at most this many times as wide as the span (or ``strict_max_lines``): the whole
+file holds every span, and earns none."""
 
 
 @dataclass(frozen=True)
@@ -141,22 +147,26 @@ def enclosing_unit(path: Path, start: int, end: int) -> tuple[int, int] | None:
 class Gold:
     """A gold span with its function (``enclosing_unit``, or the span itself at module level) and
     its unit-recall region (the innermost enclosing function or method of at most
-    ``UNIT_MAX_LINES`` lines, else the span itself)."""
+    ``UNIT_MAX_LINES`` lines, else the span itself when it is that short, else None: no region,
+    only a window holding most of the span finds it)."""
 
     path: Path
     start: int
     end: int
     unit: tuple[int, int]
     module_level: bool
-    region: tuple[int, int]
+    region: tuple[int, int] | None
 
 
 def gold_of(path: Path, start: int, end: int) -> Gold:
     """``Gold`` for lines ``start..end`` of ``path`` (resolved)."""
     unit = enclosing_unit(path, start, end)
     function = _innermost(file_units(path), start, end, True)
-    small = function is not None and function.end - function.start + 1 <= UNIT_MAX_LINES
-    region = (function.start, function.end) if small and function else (start, end)
+    region: tuple[int, int] | None = None
+    if function is not None and function.end - function.start + 1 <= UNIT_MAX_LINES:
+        region = (function.start, function.end)
+    elif end - start + 1 <= UNIT_MAX_LINES:
+        region = (start, end)
     return Gold(path, start, end, unit or (start, end), unit is None, region)
 
 
@@ -178,13 +188,26 @@ def same_function(item: Item, gold: Gold) -> bool:
     return mine == gold.unit
 
 
+def holds_most(start: int, end: int, gold_start: int, gold_end: int, max_lines: int) -> bool:
+    """Whether lines ``start..end`` hold at least ``UNIT_SHARE`` of the gold span's lines while
+    being at most ``max(max_lines, UNIT_WIDTH_FACTOR x span length)`` lines wide."""
+    length = gold_end - gold_start + 1
+    held = min(end, gold_end) - max(start, gold_start) + 1
+    return held >= UNIT_SHARE * length and end - start + 1 <= max(max_lines, UNIT_WIDTH_FACTOR * length)
+
+
 def unit_found(item: Item, gold: Gold, strict_max_lines: int) -> bool:
-    """Unit credit: a strict hit on the span, or an item lying inside its ``region``."""
+    """Unit credit: an item lying inside the span's ``region`` (a pointer into a short function),
+    an item of at most ``strict_max_lines`` lines starting on the span's first line (its header:
+    the unit named, as function Acc@k reads an item), or one holding most of the span
+    (``holds_most``). Touching the span is not enough."""
     if item.path != gold.path:
         return False
-    if strict_hit(item.start, item.end, gold.start, gold.end, strict_max_lines):
+    if gold.region is not None and gold.region[0] <= item.start and item.end <= gold.region[1]:
         return True
-    return gold.region[0] <= item.start and item.end <= gold.region[1]
+    if item.start == gold.start and item.end - item.start + 1 <= strict_max_lines:
+        return True
+    return holds_most(item.start, item.end, gold.start, gold.end, strict_max_lines)
 
 
 @dataclass(frozen=True)
@@ -199,9 +222,15 @@ class LocMetrics:
     unit_precision: float
 
 
-def loc_metrics(items: Sequence[Item], gold: Sequence[Gold], strict_max_lines: int) -> LocMetrics:
-    """Acc@k / hit@k over the first k items (uncredited ones take their slot and earn nothing),
-    unit recall over the first ``UNIT_ITEMS``, unit precision over all ``items`` given."""
+def loc_metrics(
+    items: Sequence[Item], gold: Sequence[Gold], strict_max_lines: int, counted: int = UNIT_ITEMS
+) -> LocMetrics:
+    """Acc@k / hit@k over the first k items (uncredited ones take their slot and earn nothing; pass
+    at least ``max(ACC_KS)`` items where the answer has them, so that Acc@5 sees five), unit recall
+    over the first ``min(UNIT_ITEMS, counted)``, unit precision over the first ``counted``.
+
+    An item is *useful* to precision when it finds a gold span no earlier item found: the right
+    function cited as four separate lines is one useful item and three redundant ones."""
     credited = [(i, item) for i, item in enumerate(items) if item.credited]
     gold_files = {g.path for g in gold}
     file_acc, func_acc, file_hit, func_hit = {}, {}, {}, {}
@@ -213,14 +242,21 @@ def loc_metrics(items: Sequence[Item], gold: Sequence[Gold], strict_max_lines: i
         file_hit[k] = float(bool(files))
         func_acc[k] = float(bool(funcs) and all(funcs))
         func_hit[k] = float(any(funcs))
-    first = [item for i, item in credited if i < UNIT_ITEMS]
+    first = [item for i, item in credited if i < min(UNIT_ITEMS, counted)]
     found = [any(unit_found(item, g, strict_max_lines) for item in first) for g in gold]
-    useful = [item for _, item in credited if any(unit_found(item, g, strict_max_lines) for g in gold)]
+    claimed: set[int] = set()
+    useful = 0
+    for _, item in (pair for pair in credited if pair[0] < counted):
+        fresh = [j for j, g in enumerate(gold) if j not in claimed and unit_found(item, g, strict_max_lines)]
+        if fresh:
+            claimed.add(fresh[0])
+            useful += 1
+    n_counted = min(len(items), counted)
     return LocMetrics(
         file_acc=file_acc,
         func_acc=func_acc,
         file_hit=file_hit,
         func_hit=func_hit,
         unit_recall=sum(found) / len(found) if found else 0.0,
-        unit_precision=len(useful) / len(items) if items else 0.0,
+        unit_precision=useful / n_counted if n_counted else 0.0,
     )

@@ -60,7 +60,8 @@ class Score(BaseModel):
     file_acc_at3: float | None = None
     """File Acc@3: every gold file among the files of the first 3 items."""
     file_acc_at5: float | None = None
-    """File Acc@5 (the scorer counts ``max_evidence`` items, 4 by default: @5 is then @4)."""
+    """File Acc@5: every gold file among the files of the first 5 merged items (Acc@k looks at k
+    items, past the ``max_evidence`` that the other ratios count)."""
     func_acc_at1: float | None = None
     """Function Acc@1: every gold span's function (``locmetrics.gold_of``) is the function of the
     first item (the innermost def holding its first line; a class outside any def)."""
@@ -81,10 +82,14 @@ class Score(BaseModel):
     func_hit_at5: float | None = None
     """Function hit@5."""
     unit_recall_at4: float | None = None
-    """Share of gold spans *found* by one of the first 4 items: a strict hit, or an item lying inside
-    the span's innermost enclosing function when that function is at most 60 lines long."""
+    """Share of gold spans *found* by one of the first 4 items: an item lying inside the span's
+    innermost enclosing function when that function is at most 60 lines long (else inside the span
+    when the span is), an item of at most 10 lines starting on the span's first line (its header),
+    or an item holding at least half the span's lines and at most twice as wide
+    (``locmetrics.unit_found``): a window that merely touches the span finds nothing."""
     unit_precision: float | None = None
-    """Share of counted items that find some gold span by ``unit_recall_at4``'s rule."""
+    """Share of counted items that find a gold span by ``unit_recall_at4``'s rule that no earlier
+    item found (the same function cited as several lines is one useful item)."""
     keyword_recall: float | None = 0.0
     """Creditable keywords found in summary + findings, over the countable ones (those not in the
     task's prompt); creditable: countable, in no harness text (``keywords_listed`` are not) and

@@ -12,6 +12,7 @@ reading workspace files (grounding, their functions) and the trace.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,6 +135,8 @@ class _Matches:
     unseen: list[str] = field(default_factory=list)
     items: list[Item] = field(default_factory=list)
     """The counted items: merged, in rank order, the first ``max_evidence``."""
+    ranked: list[Item] = field(default_factory=list)
+    """The first ``max(max_evidence, max(ACC_KS))`` merged items: Acc@5 looks at five."""
     unmatched: list[str] = field(default_factory=list)
     hits: dict[str, int] = field(default_factory=lambda: {"file": 0, "span": 0, "strict": 0})
     """Counted credited items with at least one hit of each kind."""
@@ -173,7 +176,9 @@ def _match(
 ) -> _Matches:
     gold_files = [paths(span.path) for span in task.gold]
     out = _Matches()
-    out.items = merge_items(_cited(evidence, paths, ctx, out))[:max_items]
+    ranked = merge_items(_cited(evidence, paths, ctx, out))
+    out.items = ranked[:max_items]
+    out.ranked = ranked[: max(max_items, *ACC_KS)]
     for item in out.items:
         if not item.credited:
             out.unmatched.append(item.label)
@@ -212,22 +217,58 @@ def _legacy_hits(task: BenchTask, evidence: list[str], paths: _Paths, tolerance:
     return hits, gold
 
 
+KEYWORD_NEAR_LINES = STRICT_MAX_LINES
+"""A keyword a tool printed on a located line (``path:N:`` of a listing, ``N`` of a Read) is the
+answer's only when a credited item lies within this many lines of that line: one unrelated line
+of a Search listing must not launder every name the listing printed."""
+_LOCATED = re.compile(r"(?P<path>[\w./-]+\.\w+):(?P<line>\d+)")
+_NUMBERED = re.compile(r"^\s*(?P<line>\d+)\b")
+
+
+def _keyword_lines(output: ToolOutput, keyword: str) -> list[tuple[str, int]] | None:
+    """Where ``output`` printed ``keyword``: the ``(path, line)`` of each text line holding it, or
+    None when one of those lines names no location (then any cited line of the output counts)."""
+    paths = {s.path for s in output.spans if s.start >= 1}
+    found: list[tuple[str, int]] = []
+    for text in output.text.splitlines():
+        if not keyword_hits([keyword], text):
+            continue
+        located = _LOCATED.search(text)
+        numbered = _NUMBERED.match(text)
+        if located is not None:
+            found.append((located["path"], int(located["line"])))
+        elif numbered is not None and len(paths) == 1:
+            found.append((next(iter(paths)), int(numbered["line"])))
+        else:
+            return None
+    return found or None
+
+
 def _tool_only(found: list[str], ctx: ScoringContext, items: list[Item], paths: _Paths) -> list[str]:
     """The keywords of ``found`` that occur in text a tool printed while the answer cites no line
-    that output showed: copied from an observation, not found in the code."""
+    near where that output printed them (``KEYWORD_NEAR_LINES``; any line the output showed where
+    the keyword's line names no location): copied from an observation, not found in the code."""
     cited = [i for i in items if i.credited]
 
-    def cites(output: ToolOutput) -> bool:
+    def cites(output: ToolOutput, keyword: str) -> bool:
+        lines = _keyword_lines(output, keyword)
+        if lines is None:
+            return any(
+                s.start >= 1 and i.path == paths(s.path) and i.start <= s.end and i.end >= s.start
+                for s in output.spans
+                for i in cited
+            )
+        near = KEYWORD_NEAR_LINES
         return any(
-            s.start >= 1 and i.path == paths(s.path) and i.start <= s.end and i.end >= s.start
-            for s in output.spans
+            i.path == paths(path) and i.start - near <= line <= i.end + near
+            for path, line in lines
             for i in cited
         )
 
     pasted: list[str] = []
     for keyword in found:
         printed = [o for o in ctx.tool_outputs if keyword_hits([keyword], o.text)]
-        if printed and not any(cites(o) for o in printed):
+        if printed and not any(cites(o, keyword) for o in printed):
             pasted.append(keyword)
     return pasted
 
@@ -253,8 +294,9 @@ def score_run(
     ``max(STRICT_MAX_LINES, span length)`` lines wide. ``context`` (``context_from_trace``) names
     the harness's texts, the tools' outputs and the seen locations; without it only the loop's own
     prompts (``wording.harness_prompts``) count as harness wording and nothing is checked for
-    being seen. The localization columns (Acc@k, hit@k, unit recall and precision) are
-    ``bench.locmetrics``'s, over the same items.
+    being seen. The localization columns are ``bench.locmetrics``'s: Acc@k and hit@k over the
+    first k merged items (k up to 5, past ``max_evidence``: Acc@5 counts five), unit recall and
+    precision over the counted items.
 
     ``quality``:
 
@@ -300,7 +342,7 @@ def score_run(
     loc: dict[str, float] = {}
     if task.gold:
         gold = [gold_of(p, s.start, s.end) for s, p in spans]
-        metrics = loc_metrics(m.items, gold, STRICT_MAX_LINES)
+        metrics = loc_metrics(m.ranked, gold, STRICT_MAX_LINES, counted=max_evidence)
         for k in ACC_KS:
             loc |= {f"file_acc_at{k}": metrics.file_acc[k], f"func_acc_at{k}": metrics.func_acc[k]}
             loc |= {f"file_hit_at{k}": metrics.file_hit[k], f"func_hit_at{k}": metrics.func_hit[k]}

@@ -130,8 +130,8 @@ def args_sweep(parser: argparse.ArgumentParser) -> None:
         "--workers",
         type=int,
         default=None,
-        help="runs in parallel (default 2, the server's slots per model; with --study 1: a delegated run "
-        "uses both model servers, and two of them at once put both servers on the same cores)",
+        help="runs in parallel (default 1 when a language model runs: temperature-0 repeats then decode "
+        "alike on one server; 2 for floors only; with --study 1: a delegated run uses both model servers)",
     )
     parser.add_argument("--name", default="cli")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="profile override")
@@ -178,7 +178,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from subagent_lab.bench.suite import is_suite_id
     from subagent_lab.config.profiles import load_config
     from subagent_lab.experiments.grid import run_grid
-    from subagent_lab.experiments.sweep import SweepGrid, SweepSpec, Variant
+    from subagent_lab.experiments.sweep import (
+        SweepGrid,
+        SweepSpec,
+        Variant,
+        sweep_estimate,
+        sweep_workers,
+        with_give_up,
+    )
 
     overrides = _parse_sets(args.set)
     from subagent_lab.cli.mine import sweep_source
@@ -204,16 +211,22 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         scaffolds=tuple(s for s in (x.strip() for x in args.scaffold.split(",")) if s and s != "profile"),
         repeats=args.repeats,
     )
+    grid = SweepGrid(spec, cache=not args.no_cache)
+    workers = args.workers or sweep_workers(spec)
+    for line in sweep_estimate(spec, workers, grid.tasks):  # before anything starts
+        print(line)
     df = run_grid(
-        SweepGrid(spec, cache=not args.no_cache),
+        grid,
         load_config(args.config),
         out_dir=sweeps_dir(args),
-        max_workers=args.workers or 2,
+        max_workers=workers,
         cluster=args.cluster,
         storage=args.storage,
         on_start=lambda out: print(f"sweep {spec.name}-{spec.key()} -> {out}"),
     )
     out = Path(df.attrs["grid_dir"])
+    df = with_give_up(df, grid.tasks, spec.split)  # the absent tasks' floor, beside them
+    from subagent_lab.analysis.fields import field_table
     from subagent_lab.analysis.headline import (
         floor_sentences,
         lead_sentences,
@@ -221,6 +234,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         readable,
         readable_lift,
     )
+    from subagent_lab.experiments.rows import relative_table
 
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_colwidth", 40):
         print("\nComparisons (paired by task; 95% bootstrap intervals):")
@@ -234,6 +248,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             "(same tasks, same scaffold):"
         )
         print(readable_lift(lift).to_string(index=False))
+        fields = field_table(df)
+        if not fields.empty:
+            print("\nLocalization (Acc@k over the first k items; 95% bootstrap intervals; no-leak: tasks")
+            print("whose prompt names no gold unit, leaks: how many do):")
+            print(fields.to_string(index=False))
         print("\nRuns:")
         print(readable(headline(df)).to_string(index=False))
         summary = summarize(df)
@@ -241,7 +260,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(readable(summary).to_string(index=False))
         print("\nTerminal reasons (share of runs):")
         print(readable(terminal_reasons(df)).to_string(index=False))
-    df.to_csv(out / "results.csv", index=False)
+    relative_table(df, out).to_csv(out / "results.csv", index=False)
     summary.to_csv(out / "summary.csv", index=False)
     lift.to_csv(out / "lift.csv", index=False)
     _save_plot(df, out / "terminal_reasons.png")

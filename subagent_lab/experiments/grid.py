@@ -29,7 +29,7 @@ import pandas as pd
 from subagent_lab.config.profiles import LabConfig
 from subagent_lab.core.types import FLOOR_CHOICES, ModelChoice
 from subagent_lab.experiments.grid_types import C, Grid, GridCell, GridSpec, Row
-from subagent_lab.experiments.rows import ResultLog, load_results
+from subagent_lab.experiments.rows import ResultLog, load_results, relative_row
 from subagent_lab.experiments.stamp import Provenance
 
 __all__ = [  # what a grid supplies (``experiments.grid_types``) is re-exported: grids import it from here
@@ -143,7 +143,7 @@ def run_grid(
     bar = Progress(total=len(cells) + len(done), initial=len(done), enabled=progress)
 
     def record(row: Row) -> None:
-        log.append(row)
+        log.append(relative_row(row, out))  # saved relative: the directory can move
         bar.add(row)
         if on_row is not None:
             on_row(row)

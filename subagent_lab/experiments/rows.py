@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -132,7 +133,8 @@ def origin_columns(events: list[Event]) -> dict[str, Any]:
 
 
 class ResultLog:
-    """Append-only results.jsonl with one flushed, fsynced line per finished run."""
+    """Append-only results.jsonl with one flushed, fsynced line per finished run; ``rows`` reads
+    the paths a row saved relative to the log's directory back as absolute ones."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -144,9 +146,10 @@ class ResultLog:
         rows = []
         for line in self.path.read_text(encoding="utf-8").splitlines():
             try:
-                rows.append(json.loads(line))
+                row = json.loads(line)
             except json.JSONDecodeError:
                 continue  # a torn last line from a killed sweep; that run is simply redone
+            rows.append(absolute_row(row, self.path.parent.resolve()) if isinstance(row, dict) else row)
         return rows
 
     def append(self, row: dict[str, Any]) -> None:
@@ -163,8 +166,53 @@ class ResultLog:
             os.fsync(fh.fileno())
 
 
+PATH_COLUMNS = ("trace_path", "child_traces")
+"""Row columns holding file paths (``child_traces``: comma-separated): saved relative to the sweep
+directory (``relative_row``), so a sweep directory can be moved, shared or committed."""
+
+
+def _rewrite(value: object, change: Callable[[str], str]) -> object:
+    if not isinstance(value, str) or not value:
+        return value
+    return ",".join(change(part) for part in value.split(","))
+
+
+def relative_row(row: dict[str, Any], out: Path) -> dict[str, Any]:
+    """``row`` with each path under ``out`` written relative to it (URLs and paths elsewhere as
+    they are)."""
+    base = out.resolve()
+
+    def rel(path: str) -> str:
+        if "://" in path or not Path(path).is_absolute():
+            return path
+        try:
+            return Path(path).resolve().relative_to(base).as_posix()
+        except ValueError:
+            return path
+
+    return {k: _rewrite(v, rel) if k in PATH_COLUMNS else v for k, v in row.items()}
+
+
+def absolute_row(row: dict[str, Any], out: Path) -> dict[str, Any]:
+    """``relative_row`` undone: each relative path resolved under ``out``."""
+
+    def absolute(path: str) -> str:
+        return path if "://" in path or Path(path).is_absolute() else str(out / path)
+
+    return {k: _rewrite(v, absolute) if k in PATH_COLUMNS else v for k, v in row.items()}
+
+
+def relative_table(df: pd.DataFrame, out: str | Path) -> pd.DataFrame:
+    """``df`` with its path columns relative to the sweep directory ``out`` (for a saved table)."""
+    shown = df.copy()
+    for column in (c for c in PATH_COLUMNS if c in shown.columns):
+        shown[column] = [relative_row({column: v}, Path(out))[column] for v in shown[column]]
+    return shown
+
+
 def load_results(out: str | Path) -> pd.DataFrame:
-    """The table of a sweep directory (latest row per run key), readable in a fresh kernel."""
+    """The table of a sweep directory (latest row per run key), readable in a fresh kernel; the
+    saved relative paths resolved under ``out`` (wherever it now lives, ``ResultLog.rows``)."""
     rows = ResultLog(Path(out) / "results.jsonl").rows()
     latest = {row["run_key"]: row for row in rows}
     return pd.DataFrame(list(latest.values()))

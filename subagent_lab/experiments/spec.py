@@ -11,13 +11,14 @@ independent requests but deterministic runs, and their spread is zero. Set
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from subagent_lab.bench.suite import BenchTask, load_suite, suite_label
+from subagent_lab.bench.suite import BenchTask, is_suite_id, load_suite, suite_label
 from subagent_lab.config.profiles import LabConfig, load_config
 from subagent_lab.core.types import ModelChoice
 from subagent_lab.experiments.stamp import Provenance, Seeding, derive_seed, provenance, row_stamp
@@ -58,8 +59,14 @@ class SweepSpec(BaseModel):
     """Sampling temperature of every run; None keeps each model's. Above 0, repeats sample."""
 
     def key(self) -> str:
-        """A short hash identifying the spec (its directory name)."""
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:10]
+        """A short hash identifying the spec (its directory name, hence what a sweep resumes). A
+        task file counts by its suite name (``suite_label``), not by where it lives: the same file
+        moved, or named by another relative path, resumes the same sweep (a changed file is told
+        apart by the provenance's task hash, ``experiments.grid.grid_dir``)."""
+        if is_suite_id(self.split):  # the built-in suites' keys as they always were
+            return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:10]
+        data = self.model_dump(mode="json") | {"split": f"file:{suite_label(self.split)}"}
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
 
 
 class RunSpec(BaseModel):

@@ -22,7 +22,8 @@ from subagent_lab.bench.suite import BenchTask, validate_tasks
 from subagent_lab.config.agent_profile import apply_overrides
 from subagent_lab.config.profiles import LabConfig, load_config
 from subagent_lab.config.runtime_profile import RuntimeProfile
-from subagent_lab.core.types import ModelChoice
+from subagent_lab.core.types import FLOOR_CHOICES, ModelChoice
+from subagent_lab.experiments.estimate import default_workers, estimate_lines, recorded_walls
 from subagent_lab.experiments.execute import execute_run
 from subagent_lab.experiments.grid import Grid, Row, grid_dir, run_grid
 from subagent_lab.experiments.rows import (
@@ -40,7 +41,7 @@ from subagent_lab.experiments.stamp import Provenance, provenance
 __all__ = [  # the grid and the rows are re-exported: callers import a sweep's names from here
     "OUTCOMES", "SCORE_COLUMNS", "TOOLS", "ResultLog", "RunSpec", "SweepGrid", "SweepSpec", "Variant",
     "base_row", "execute_run", "load_results", "plan_runs", "result_row", "run_sweep", "select_tasks",
-    "spec_tasks", "sweep_dir",
+    "spec_tasks", "sweep_dir", "sweep_estimate", "sweep_workers", "with_give_up",
 ]  # fmt: skip
 
 
@@ -90,6 +91,39 @@ def sweep_dir(spec: SweepSpec, out_dir: str | Path | None = None, lab: LabConfig
     return grid_dir(spec, base, SweepGrid(spec).provenance(lab) if lab is not None else None)
 
 
+def sweep_workers(spec: SweepSpec) -> int:
+    """The default workers of ``spec``: one when a language model runs (its temperature-0 repeats
+    then stay on one server, decoding alike), two for floors only (``estimate.default_workers``)."""
+    return default_workers(spec.models, FLOOR_CHOICES)
+
+
+def sweep_estimate(spec: SweepSpec, workers: int, tasks: list[BenchTask] | None = None) -> list[str]:
+    """The lines to print before ``spec`` starts: its runs per model x the median wall time of
+    that model's committed rows (``experiments.estimate``), and the total on ``workers``."""
+    n = len(spec_tasks(spec) if tasks is None else tasks)
+    per_model = n * max(len(spec.scaffolds), 1) * len(spec.variants) * spec.repeats
+    return estimate_lines({str(m): per_model for m in spec.models}, recorded_walls(), workers)
+
+
+def with_give_up(df: pd.DataFrame, tasks: list[BenchTask], split: str) -> pd.DataFrame:
+    """``df`` and, where ``tasks`` hold an absent task, the ``give-up`` floor's rows (``bench.giveup``:
+    the constant "No evidence." answer, scored, not run) under each scaffold and variant of ``df``:
+    the floor the absent tasks are read against. Not saved to the sweep's log."""
+    from subagent_lab.bench.giveup import GIVE_UP, give_up_rows
+    from subagent_lab.bench.suite import suite_label
+
+    arms = set(df["model_choice"].astype(str)) if "model_choice" in df.columns else set()
+    if df.empty or not any(t.kind == "absent" for t in tasks) or GIVE_UP in arms:
+        return df
+    cells = df[[c for c in ("scaffold", "variant") if c in df.columns]].drop_duplicates()
+    label = str(df["split"].iloc[0]) if "split" in df.columns else suite_label(split)
+    records = [{str(k): v for k, v in cell.items()} for cell in cells.to_dict("records")]
+    rows = [row for cell in records for row in give_up_rows(tasks, label, **cell)]
+    out = pd.concat([df, pd.DataFrame(rows)], ignore_index=True)
+    out.attrs.update(df.attrs)
+    return out
+
+
 def run_sweep(
     spec: SweepSpec,
     *,
@@ -104,7 +138,8 @@ def run_sweep(
     cluster: str | None = None,
     storage: str | None = None,
 ) -> pd.DataFrame:
-    """Run (or resume) a sweep and return its table, one row per run (``df.attrs["sweep_dir"]``).
+    """Run (or resume) a sweep and return its table, one row per run (``df.attrs["sweep_dir"]``),
+    with the ``give-up`` floor's rows where the tasks hold an absent one (``with_give_up``).
 
     ``cluster``: a Dask scheduler address (``tcp://host:8786``); the runs go to its workers, which
     need no file of the driver's (``subagent_lab.experiments.cluster``); rows then also say
@@ -113,10 +148,13 @@ def run_sweep(
     ``concurrent.futures.Executor``) or a pool of ``max_workers`` threads runs them.
     """
     grid = SweepGrid(spec, cache=cache, model_factory=model_factory)
+    if progress and model_factory is None:  # the configured models: their recorded times apply
+        for line in sweep_estimate(spec, max_workers, grid.tasks):
+            print(line)
     df = run_grid(grid, load_config(config_path), out_dir=out_dir, executor=executor, max_workers=max_workers,
                   cluster=cluster, storage=storage, progress=progress, on_row=on_row)  # fmt: skip
     df.attrs["sweep_dir"] = df.attrs["grid_dir"]
-    return df
+    return with_give_up(df, grid.tasks, spec.split)
 
 
 def _check_variants(spec: SweepSpec, lab: LabConfig) -> None:

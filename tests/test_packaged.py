@@ -220,3 +220,43 @@ def test_the_wheel_runs_the_readme_lines_in_a_users_folder(tmp_path: Path) -> No
     assert Path(lines["MODULE"]).is_relative_to(site), lines  # the installed copy, not the clone
     assert Path(lines["TRACE"]).is_relative_to(user / "runs") and Path(lines["TRACE"]).is_file(), lines
     assert done.stdout.startswith("completed"), done.stdout
+
+    # Then as a new user goes on: a task file of their own, checked by the installed command, swept
+    # over the floors and exported for ``inspect view``, everything under their folder.
+    (user / "tasks.yaml").write_text(NEW_USER_TASKS)
+    (user / "new_user.py").write_text(NEW_USER)
+    check = subprocess.run(
+        [str(env_dir / "bin" / "subagent-lab"), "tasks", "tasks.yaml"],
+        cwd=user, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert check.returncode == 0, check.stdout + check.stderr
+    done = subprocess.run(
+        [str(python), "new_user.py"], cwd=user, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    out = dict(line.split(" ", 1) for line in done.stdout.splitlines() if line.startswith(("SWEEP", "EVAL")))
+    assert Path(out["SWEEP"]).is_relative_to(user / "runs"), out
+    assert out["EVAL"].split() == ["4", "app/auth.py:1-2"], out  # 2 tasks x (none, retrieval), its own gold
+    assert str(REPO) not in (Path(out["SWEEP"]) / "results.jsonl").read_text()
+
+
+NEW_USER_TASKS = """\
+suite: mine
+workspace: {dir: .}
+tasks:
+  - {id: login, prompt: 'Where is login implemented?', kind: locate,
+     gold: [{path: app/auth.py, start: 1, end: 2, anchor: 'def login('}]}
+  - {id: salted, prompt: 'Where are passwords salted?', kind: absent, probes: [salt]}
+"""
+NEW_USER = """\
+import subagent_lab as sl
+from inspect_ai.log import read_eval_log
+
+df = sl.sweep("tasks.yaml", ["none", "retrieval"], progress=False)
+print("SWEEP", df.attrs["sweep_dir"])
+log = read_eval_log(str(sl.to_inspect(df, "runs.eval")))
+gold = {str(s.target) for s in log.samples if s.metadata["task_id"] == "login"}
+print("EVAL", len(log.samples), *sorted(t.strip("[]'") for t in gold))
+"""
+"""A new user's next steps after the five lines: a task file of their own, the floors swept over it
+and exported for ``inspect view``, from the installed package."""

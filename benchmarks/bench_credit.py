@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO))
 import pandas as pd  # noqa: E402
 
 from subagent_lab.agents.launcher import ModelFactory  # noqa: E402
-from subagent_lab.experiments.delegation_credit import credit_by_swap, credit_runs  # noqa: E402
+from subagent_lab.experiments.delegation.credit import credit_by_swap, credit_runs  # noqa: E402
 
 CELLS = ("delegate-light", "delegate-main")
 SHOWN = {"cell": "cell", "task_id": "task", "child": "child", "child_task": "child's task",

@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO))
 
 import pandas as pd  # noqa: E402
 
-from subagent_lab.experiments.delegation_table import (  # noqa: E402
+from subagent_lab.experiments.delegation.table import (  # noqa: E402
     complete_tasks,
     fmt_ci,
     study_sentences,

@@ -18,7 +18,7 @@ and a trace write (the redactor grew shapes) at ``BEFORE_39`` and now, side by s
 runs in its own process (the old tree extracted with ``git archive``), alternating, best of
 ``--rounds``; the workspace is a copy of a real package (jinja2's source when the workspace
 cache has it, else this repository's ``subagent_lab``). A directory Grep keeps rg's file listing
-while the tree is unchanged (``tools/rg_listing.py``): the calls after the first are what a run
+while the tree is unchanged (``tools/rg/listing.py``): the calls after the first are what a run
 repeats; "no kept listing" is a first call. The target: no tool or trace write more than 1.5x
 slower.
 
@@ -61,12 +61,12 @@ from subagent_lab.tools.read import read
 from subagent_lab.workspace.sandbox import Workspace
 
 try:
-    from subagent_lab.tools.rg_search import search
+    from subagent_lab.tools.rg.search import search
 except ImportError:  # the tree before the import circle was cut
     from subagent_lab.tools.rg import search
 
 try:
-    from subagent_lab.tools.rg_listing import clear_cache  # kept listings, since issue 39
+    from subagent_lab.tools.rg.listing import clear_cache  # kept listings, since issue 39
 except ImportError:
     clear_cache = lambda: None  # noqa: E731 (the tree before: nothing kept)
 

@@ -66,17 +66,17 @@ _EXPORTS: dict[str, str] = {
     "plot_tokens_vs_quality": "subagent_lab.analysis.summary",
     "plot_budget_curve": "subagent_lab.analysis.summary",
     # the delegation study (notebook 4)
-    "DelegationSpec": "subagent_lab.experiments.delegation_plan",
+    "DelegationSpec": "subagent_lab.experiments.delegation.plan",
     "run_study": "subagent_lab.experiments.delegation",
-    "study_tasks": "subagent_lab.experiments.delegation_plan",
-    "run_ledger": "subagent_lab.experiments.delegation_ledger",
-    "complete_tasks": "subagent_lab.experiments.delegation_table",
-    "plot_quality_vs_context": "subagent_lab.experiments.delegation_table",
-    "readable_study": "subagent_lab.experiments.delegation_table",
-    "study_sentences": "subagent_lab.experiments.delegation_table",
-    "study_table": "subagent_lab.experiments.delegation_table",
-    "credit_runs": "subagent_lab.experiments.delegation_credit",
-    "credit_by_swap": "subagent_lab.experiments.delegation_credit",
+    "study_tasks": "subagent_lab.experiments.delegation.plan",
+    "run_ledger": "subagent_lab.experiments.delegation.ledger",
+    "complete_tasks": "subagent_lab.experiments.delegation.table",
+    "plot_quality_vs_context": "subagent_lab.experiments.delegation.table",
+    "readable_study": "subagent_lab.experiments.delegation.table",
+    "study_sentences": "subagent_lab.experiments.delegation.table",
+    "study_table": "subagent_lab.experiments.delegation.table",
+    "credit_runs": "subagent_lab.experiments.delegation.credit",
+    "credit_by_swap": "subagent_lab.experiments.delegation.credit",
 }
 """Public name -> the module defining it."""
 
@@ -174,10 +174,10 @@ if TYPE_CHECKING:  # what editors and mypy see; at run time __getattr__ loads ea
     from subagent_lab.config.agent_files import export_agent, import_agent
     from subagent_lab.config.profiles import load_config
     from subagent_lab.experiments.delegation import run_study
-    from subagent_lab.experiments.delegation_credit import credit_by_swap, credit_runs
-    from subagent_lab.experiments.delegation_ledger import run_ledger
-    from subagent_lab.experiments.delegation_plan import DelegationSpec, study_tasks
-    from subagent_lab.experiments.delegation_table import (
+    from subagent_lab.experiments.delegation.credit import credit_by_swap, credit_runs
+    from subagent_lab.experiments.delegation.ledger import run_ledger
+    from subagent_lab.experiments.delegation.plan import DelegationSpec, study_tasks
+    from subagent_lab.experiments.delegation.table import (
         complete_tasks,
         plot_quality_vs_context,
         readable_study,

@@ -185,9 +185,9 @@ def config_path(tmp_path: Path) -> str:
 
 @pytest.fixture
 def rg_list_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[object, ...]]:
-    """Every ``rg --files`` a directory Grep starts (``tools.rg_listing._rg_list``), recorded as its
+    """Every ``rg --files`` a directory Grep starts (``tools.rg.listing._rg_list``), recorded as its
     arguments; rg still runs."""
-    from subagent_lab.tools import rg_listing
+    from subagent_lab.tools.rg import listing as rg_listing
 
     calls: list[tuple[object, ...]] = []
     real = rg_listing._rg_list

@@ -14,7 +14,7 @@ from subagent_lab.config.profiles import ModelConfig
 from subagent_lab.core.model import Model
 from subagent_lab.core.types import ModelChoice
 from subagent_lab.experiments.delegation import Cell, DelegationSpec, run_study
-from subagent_lab.experiments.delegation_credit import credit_by_swap, credit_runs
+from subagent_lab.experiments.delegation.credit import credit_by_swap, credit_runs
 from subagent_lab.experiments.parent_baseline import ParentBaseline
 from subagent_lab.models.baseline import BaselineModel
 from subagent_lab.models.scripted import ScriptedModel, final

@@ -22,7 +22,7 @@ from subagent_lab.core.context import estimate_messages
 from subagent_lab.core.trace import ActionForced, RunStarted, read_trace
 from subagent_lab.core.types import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from subagent_lab.experiments.delegation import Cell, DelegationSpec, run_children, run_study, study_tasks
-from subagent_lab.experiments.delegation_ledger import (
+from subagent_lab.experiments.delegation.ledger import (
     answer_evidence,
     ledger_columns,
     ledger_totals,
@@ -30,7 +30,7 @@ from subagent_lab.experiments.delegation_ledger import (
     parent_ledgers,
     score_parent,
 )
-from subagent_lab.experiments.delegation_table import study_sentences, study_table
+from subagent_lab.experiments.delegation.table import study_sentences, study_table
 from subagent_lab.models.scripted import ScriptedModel, final, tool_call, tool_calls
 
 GOOD = LOGIN_ANSWER
@@ -435,7 +435,7 @@ def test_the_plan_takes_the_splits_in_turn_with_every_cell_of_a_task_together(tm
 def test_tables_keep_only_the_tasks_every_cell_ran_on() -> None:
     import pandas as pd
 
-    from subagent_lab.experiments.delegation_table import complete_tasks
+    from subagent_lab.experiments.delegation.table import complete_tasks
 
     rows = [("dev", "a", "alone"), ("dev", "a", "delegate-light"), ("dev", "b", "alone"),
             ("test", "a", "alone"), ("test", "a", "delegate-light")]  # fmt: skip

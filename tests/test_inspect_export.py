@@ -128,7 +128,7 @@ def test_every_run_of_a_recorded_study_round_trips(tmp_path: Path) -> None:
     with the row's score, parent and children nested; no model ran, so no span and no sample
     shows the tokens the harness estimated for its budgets (the rows keep those)."""
     from subagent_lab.experiments.delegation import Cell, DelegationSpec, run_study
-    from subagent_lab.experiments.delegation_ledger import answer_evidence
+    from subagent_lab.experiments.delegation.ledger import answer_evidence
 
     cells = (Cell(arm="alone"), Cell(arm="forced-delegation"))
     spec = DelegationSpec(splits=("dev",), tasks_per_split=1, cells=cells, baseline=True)

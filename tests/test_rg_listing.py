@@ -1,4 +1,4 @@
-"""The directory Grep's listing kept while the tree's signature is unchanged (``tools.rg_listing``):
+"""The directory Grep's listing kept while the tree's signature is unchanged (``tools.rg.listing``):
 every change that alters what rg would list is seen on the next search."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from subagent_lab.tools import rg_listing
-from subagent_lab.tools.rg_search import search
+from subagent_lab.tools.rg import listing as rg_listing
+from subagent_lab.tools.rg.search import search
 from subagent_lab.workspace.sandbox import Workspace
 
 

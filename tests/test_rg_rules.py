@@ -1,5 +1,5 @@
 """A directory Grep's listing taken from its own descriptor walk (``rg_listing.walk_listing``, with
-the ignore files evaluated by ``tools.rg_ignore`` and, outside its subset, ``tools.rg_rules``) is
+the ignore files evaluated by ``tools.rg.ignore`` and, outside its subset, ``tools.rg.rules``) is
 rg's listing whenever it is used: checked against ``rg --files`` on generated trees whose ignore
 files exclude, re-include and nest, on rg's precedence between files, and on the shapes real
 packages ship."""
@@ -15,8 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from subagent_lab.tools import rg, rg_ignore, rg_listing, rg_rules
-from subagent_lab.tools.rg_search import search
+from subagent_lab.tools import rg
+from subagent_lab.tools.rg import ignore as rg_ignore
+from subagent_lab.tools.rg import listing as rg_listing
+from subagent_lab.tools.rg import rules as rg_rules
+from subagent_lab.tools.rg.search import search
 from subagent_lab.workspace.sandbox import Workspace
 
 

@@ -30,7 +30,7 @@ from subagent_lab.core.trace import RunEnded, RunStarted, read_trace
 from subagent_lab.core.types import FLOOR_CHOICES
 
 if TYPE_CHECKING:
-    from subagent_lab.experiments.delegation_replay import StudyRow
+    from subagent_lab.experiments.delegation.replay import StudyRow
 
 ScoreArg = Callable[[MainRunResult], float] | BenchTask | None
 """How a parent's final answer is scored: a function, a benchmark task (its answer quality, as the
@@ -47,7 +47,7 @@ CREDIT_COLUMNS = (
 
 def _scorer(score: ScoreArg, recorded_answer: str | None) -> Callable[[MainRunResult], float]:
     if isinstance(score, BenchTask):
-        from subagent_lab.experiments.delegation_ledger import score_parent
+        from subagent_lab.experiments.delegation.ledger import score_parent
 
         task = score
 
@@ -183,7 +183,7 @@ def study_credit(
     ``config``: the ``profiles.yaml`` the study ran with (None: the default). ``live`` and
     ``child_live`` default to the configured models (the no-model ones for a baseline study).
     """
-    from subagent_lab.experiments.delegation_replay import study_replay
+    from subagent_lab.experiments.delegation.replay import study_replay
 
     setup = study_replay(row, config)
     df = child_credit(

@@ -257,7 +257,7 @@ def _evidence(row: dict[str, Any], contract: dict[str, Any] | None) -> str:
     """The evidence the score was computed from, one item a line: the row's ``evidence`` column,
     else the contract's, else the ``path:line`` items of a parent's answer (as the delegation study
     scores it, ``delegation_ledger.answer_evidence``)."""
-    from subagent_lab.experiments.delegation_ledger import answer_evidence
+    from subagent_lab.experiments.delegation.ledger import answer_evidence
 
     items: Any = row.get("evidence")
     if isinstance(items, str):

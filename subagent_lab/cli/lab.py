@@ -291,8 +291,8 @@ def _cmd_delegation(args: argparse.Namespace) -> int:
 
     from subagent_lab.config.profiles import load_config
     from subagent_lab.experiments.delegation import StudyGrid
-    from subagent_lab.experiments.delegation_plan import DelegationSpec
-    from subagent_lab.experiments.delegation_table import (
+    from subagent_lab.experiments.delegation.plan import DelegationSpec
+    from subagent_lab.experiments.delegation.table import (
         plot_quality_vs_context,
         readable_study,
         study_sentences,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from subagent_lab.core.tool import MAX_OBSERVATION_CHARS, Observation, ObservationBuilder, Span, ToolError
 from subagent_lab.tools.rg import Hit, SearchRun, check_pattern, search_target
-from subagent_lab.tools.rg_search import search
+from subagent_lab.tools.rg.search import search
 from subagent_lab.workspace.sandbox import Workspace
 
 __all__ = ["Hit", "check_pattern", "grep", "search", "search_target"]  # the search is re-exported here

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from subagent_lab.core.tool import ToolError
 from subagent_lab.tools.glob import find_paths
-from subagent_lab.tools.rg_search import search
+from subagent_lab.tools.rg.search import search
 from subagent_lab.tools.simple_grep import STOPWORDS, definition_strength, dotted_names
 from subagent_lab.workspace.sandbox import Workspace
 

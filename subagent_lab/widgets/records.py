@@ -30,7 +30,7 @@ from subagent_lab.core.trace import (
     read_trace,
 )
 from subagent_lab.core.types import Usage
-from subagent_lab.experiments.delegation_ledger import ledger_totals, trace_ledgers
+from subagent_lab.experiments.delegation.ledger import ledger_totals, trace_ledgers
 
 CITATION_MAX_LINES = 60
 """At most this many lines of a citation are read: citing a whole file must not flood a cell."""

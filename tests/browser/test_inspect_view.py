@@ -15,7 +15,7 @@ import pytest
 
 import subagent_lab as sl
 from subagent_lab.experiments.delegation import Cell, DelegationSpec, run_study
-from subagent_lab.experiments.delegation_ledger import answer_evidence
+from subagent_lab.experiments.delegation.ledger import answer_evidence
 from subagent_lab.experiments.rows import ResultLog
 
 from .conftest import inspect_view, require_inspect_ai

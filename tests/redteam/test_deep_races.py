@@ -23,7 +23,7 @@ from subagent_lab.core.tool import ToolError
 from subagent_lab.scaffold.ranking import line_texts
 from subagent_lab.tools.glob import find_paths
 from subagent_lab.tools.read import read
-from subagent_lab.tools.rg_search import search
+from subagent_lab.tools.rg.search import search
 from subagent_lab.workspace.sandbox import Workspace
 
 CANARY = "HOST-CANARY-39c1"

@@ -23,7 +23,7 @@ from redteam.support import tree_digest
 from subagent_lab.core.tool import ToolDeniedError, ToolError
 from subagent_lab.tools.edit import ReadStamps, edit, tracked_read
 from subagent_lab.tools.read import read
-from subagent_lab.tools.rg_search import search
+from subagent_lab.tools.rg.search import search
 from subagent_lab.workspace.sandbox import Workspace
 
 CALLS = 300

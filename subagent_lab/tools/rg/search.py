@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from subagent_lab.core.tool import ToolError
 from subagent_lab.tools import rg
-from subagent_lab.tools.rg_files import search_walked
+from subagent_lab.tools.rg.files import search_walked
 from subagent_lab.workspace.sandbox import Workspace
 
 

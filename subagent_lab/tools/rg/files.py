@@ -33,7 +33,7 @@ from typing import IO, Any
 
 from subagent_lab.core.tool import ToolError
 from subagent_lab.tools import rg
-from subagent_lab.tools.rg_listing import ListingTimedOut, list_files
+from subagent_lab.tools.rg.listing import ListingTimedOut, list_files
 from subagent_lab.workspace.sandbox import Workspace
 
 __all__ = ["Segments", "list_files", "open_listed", "search_walked"]

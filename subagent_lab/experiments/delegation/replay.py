@@ -19,7 +19,7 @@ import pandas as pd
 from subagent_lab.agents.launcher import ModelFactory
 from subagent_lab.bench.suite import BenchTask
 from subagent_lab.config.profiles import LabConfig, load_config
-from subagent_lab.experiments.delegation_plan import (
+from subagent_lab.experiments.delegation.plan import (
     ARM_CHILD,
     Cell,
     DelegationSpec,

@@ -31,7 +31,9 @@ import threading
 import time
 from collections import OrderedDict
 
-from subagent_lab.tools import rg, rg_ignore, rg_rules
+from subagent_lab.tools import rg
+from subagent_lab.tools.rg import ignore as rg_ignore
+from subagent_lab.tools.rg import rules as rg_rules
 from subagent_lab.workspace.sandbox import DEFAULT_IGNORED_DIRS, Workspace
 
 MAX_LISTING = 64 * 1024 * 1024

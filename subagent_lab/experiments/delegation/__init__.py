@@ -4,7 +4,7 @@ cheaper model, and at what price in answer quality (docs/evaluation.md, "The del
 The explore suite's tasks are the parent's questions; its final answer must cite ``path:line``
 evidence and is scored like an explore answer (``delegation_ledger.score_parent``). What the study
 runs, its arms and cells (an arm with the child's context mode), its spec and the plan of its
-parent runs, is ``experiments.delegation_plan``'s; this module runs it. The study is a grid
+parent runs, is ``experiments.delegation.plan``'s; this module runs it. The study is a grid
 (``StudyGrid``) on the one grid engine (``experiments.grid``): rows go to ``results.jsonl`` as runs
 finish, the same spec resumes, and ``cluster=`` runs it on a Dask cluster as a sweep runs.
 ``baseline=True`` runs every model as the no-model baseline (the parent ``ParentBaseline``, children
@@ -34,13 +34,13 @@ from subagent_lab.config.profiles import LabConfig, load_config
 from subagent_lab.core.model import Model
 from subagent_lab.core.tool import ToolError
 from subagent_lab.core.types import ModelChoice
-from subagent_lab.experiments.delegation_ledger import (
+from subagent_lab.experiments.delegation.ledger import (
     ledger_columns,
     parent_evidence,
     parent_ledgers,
     score_parent,
 )
-from subagent_lab.experiments.delegation_plan import (
+from subagent_lab.experiments.delegation.plan import (
     ARM_CHILD,
     EVIDENCE_ASK,
     DelegationSpec,
@@ -50,7 +50,7 @@ from subagent_lab.experiments.delegation_plan import (
     study_models,
     study_tasks,
 )
-from subagent_lab.experiments.delegation_plan import Cell as Cell  # re-exported: tests, benchmarks
+from subagent_lab.experiments.delegation.plan import Cell as Cell  # re-exported: tests, benchmarks
 from subagent_lab.experiments.grid import Grid, Row, grid_dir, run_grid
 from subagent_lab.experiments.parent_baseline import ParentBaseline
 from subagent_lab.experiments.rows import SCORE_COLUMNS

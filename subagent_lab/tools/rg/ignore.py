@@ -38,7 +38,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from subagent_lab.tools.rg_rules import Pieces, ignore_lines, ignore_text
+from subagent_lab.tools.rg.rules import Pieces, ignore_lines, ignore_text
 
 MAX_RULES = 256
 """Lines other than plain names that one file may hold before rg is asked to list instead."""

@@ -1,4 +1,5 @@
-"""Mine the held-out ``mined-dev`` / ``mined-test`` suites from public git histories (issue 36).
+"""Mine the held-out ``mined-dev`` / ``mined-test`` / ``mined-test2`` suites from public git histories
+(issue 36; ``mined-test2``, issue 48, is a second test split mined with the fixed miner).
 
 Needs the git histories (bare mirrors) and PyPI; loading the suites afterwards needs only PyPI.
 For each package below, every pair of consecutive final releases ``R..N`` (tags, ``since`` on) is
@@ -10,10 +11,11 @@ task whose gold code in the tree is not the parent's (``sdist-differs``), one wh
 an identifier the tree lacks (``absent-name``) and a second task with the subject and gold units of
 an earlier one (a change picked onto two branches).
 
-    python benchmarks/mine_suite.py --mirrors /work/.mirror --downloads /tmp/sdists [--write]
+    python benchmarks/mine_suite.py --mirrors /work/.mirror --downloads /tmp/sdists [--split test2] [--write]
 
-Prints the table docs/benchmarks-mined.md shows; ``--write`` writes the two task files. The
-split is by package (``split`` below), fixed before any run.
+Prints the table docs/benchmarks-mined.md shows; ``--write`` writes the task file of each split
+whose packages were all mined (``--split test2 --write`` writes only ``tasks_mined_test2.yaml``).
+The split is by package (``split`` below), fixed before any run.
 """
 
 from __future__ import annotations
@@ -60,9 +62,22 @@ PACKAGES: dict[str, Package] = {
     "arrow": Package("arrow", "arrow-py/arrow", "0.15.0", "test"),
     "more-itertools": Package("more-itertools", "more-itertools/more-itertools", "8.0.0", "test"),
     "boltons": Package("boltons", "mahmoud/boltons", "20.0.0", "test"),
+    # test2 (issue 48): a second test split, mined with the fixed miner from packages no suite used
+    "python-dateutil": Package("python-dateutil", "dateutil/dateutil", "2.7.0", "test2"),
+    "toolz": Package("toolz", "pytoolz/toolz", "0.9.0", "test2"),
+    "parso": Package("parso", "davidhalter/parso", "0.5.0", "test2"),
+    "jsonschema": Package("jsonschema", "python-jsonschema/jsonschema", "4.0.0", "test2"),
+    "structlog": Package("structlog", "hynek/structlog", "20.1.0", "test2"),
+    "packaging": Package("packaging", "pypa/packaging", "20.0", "test2"),
+    "wrapt": Package("wrapt", "GrahamDumpleton/wrapt", "1.12.0", "test2"),
+    "pyflakes": Package("pyflakes", "PyCQA/pyflakes", "2.0.0", "test2"),
+    "tabulate": Package("tabulate", "astanin/python-tabulate", "0.8.0", "test2"),
 }
 """Package id (task id prefix) -> where it comes from. The mirror of ``owner/name`` is
 ``<mirrors>/<owner>+<name>/repo`` (a bare clone)."""
+
+SPLITS: tuple[str, ...] = tuple(dict.fromkeys(p.split for p in PACKAGES.values()))
+"""The splits, in order: each is written to ``tasks_mined_<split>.yaml`` as suite ``mined-<split>``."""
 
 
 def releases(git_dir: Path, since: str) -> list[tuple[Version, str]]:
@@ -199,7 +214,7 @@ def markdown(records: list[dict[str, Any]]) -> str:
         named = sum(t["meta"]["names_gold_symbol"] for t in r["tasks"])
         out.append(f"| {r['package']} | {r['split']} | {r['repo']} (`{r['head'][:10]}`) | {first}..{last} | "
                    f"{r['commits']} | {len(r['tasks'])} | {named} | {r['missing_in_sdist']} |")  # fmt: skip
-    for split in ("dev", "test"):
+    for split in dict.fromkeys(r["split"] for r in records):
         side = [r for r in records if r["split"] == split]
         named = sum(t["meta"]["names_gold_symbol"] for r in side for t in r["tasks"])
         missing = sum(r["missing_in_sdist"] for r in side)
@@ -222,6 +237,17 @@ def markdown(records: list[dict[str, Any]]) -> str:
     return "\n".join(out) + "\n"
 
 
+def written(records: list[dict[str, Any]]) -> dict[str, Path]:
+    """Split -> its task file, for each split whose packages were ALL mined (``--only`` or ``--split``
+    leave the other files as they are: a partial split is never written)."""
+    mined = {r["package"] for r in records}
+    return {
+        split: OUT / f"tasks_mined_{split}.yaml"
+        for split in SPLITS
+        if {k for k, p in PACKAGES.items() if p.split == split} <= mined
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -232,11 +258,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record", default=None, help="write the per-package record (JSON) here")
     parser.add_argument("--markdown", default=None, help="write the docs' tables (Markdown) here")
     parser.add_argument("--only", nargs="*", default=None, help="only these packages")
+    parser.add_argument("--split", nargs="*", default=None, choices=SPLITS, help="only these splits")
     args = parser.parse_args(argv)
     records = []
     with tempfile.TemporaryDirectory() as work:
         for pkg_id, pkg in PACKAGES.items():
-            if args.only and pkg_id not in args.only:
+            if (args.only and pkg_id not in args.only) or (args.split and pkg.split not in args.split):
                 continue
             git_dir = Path(args.mirrors) / pkg.repo.replace("/", "+") / "repo"
             record = mine_package(pkg_id, pkg, git_dir, Path(args.downloads), Path(work))
@@ -251,13 +278,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown:
         Path(args.markdown).write_text(markdown(records), encoding="utf-8")
     if args.write:
-        for split in ("dev", "test"):
+        for split, path in written(records).items():
             tasks = [t for r in records if r["split"] == split for t in r["tasks"]]
-            frozen = (
-                "FROZEN: tests/test_mined_suite.py checks this file's SHA-256.\n" if split == "test" else ""
-            )
-            mine.write_tasks(OUT / f"tasks_mined_{split}.yaml", tasks, suite=f"mined-{split}", split=split,
+            side = "test" if split.startswith("test") else "dev"  # the task file's split field
+            frozen = "FROZEN: tests/test_mined_suite.py checks this file's SHA-256.\n" * (side == "test")
+            mine.write_tasks(path, tasks, suite=f"mined-{split}", split=side,
                              header=HEADER.format(split=f"mined-{split}", frozen=frozen))  # fmt: skip
+            print(f"{path}: {len(tasks)} tasks, sha256 {hashlib.sha256(path.read_bytes()).hexdigest()}")
     return 0
 
 

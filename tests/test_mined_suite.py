@@ -1,5 +1,5 @@
-"""The mined suites (tasks_mined_dev.yaml, tasks_mined_test.yaml): shape, counts, frozen test hash,
-and every gold span against its sdist's tree.
+"""The mined suites (tasks_mined_dev.yaml, tasks_mined_test.yaml, tasks_mined_test2.yaml): shape,
+counts, frozen test hashes, and every gold span against its sdist's tree.
 
 The span check reads each pinned sdist from ``<cache>/workspaces/downloads/`` (where the sdists are
 fetched) and skips the sdists that are not there.
@@ -26,6 +26,12 @@ DEV_FILE = BENCH / "tasks_mined_dev.yaml"
 TEST_FILE = BENCH / "tasks_mined_test.yaml"
 MINED_TEST_SHA256 = "0c662ee24994d0fe21059a94489c26c9f8e633fce28d8cfb8b05abab5b2d8aea"
 """tasks_mined_test.yaml, frozen before any run: a change is a new test split (say why)."""
+TEST2_FILE = BENCH / "tasks_mined_test2.yaml"
+MINED_TEST2_SHA256 = "dd3d5b112242b307896fed23c5fd76052c38ee75864a49a57a5f076b73c1548a"
+"""tasks_mined_test2.yaml (issue 48: the fixed miner, nine packages no other suite uses), frozen
+before any run, the floors included: a change is a new test split (say why)."""
+MAX_PACKAGE_SHARE = 0.30
+"""No package holds more than this share of a test split's tasks (issue 48)."""
 USED_ELSEWHERE = {
     "jinja2",
     "pyyaml",
@@ -42,13 +48,15 @@ USED_ELSEWHERE = {
 
 def _tasks(path: Path) -> list[dict[str, Any]]:
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    assert data["split"] in ("dev", "test") and data["suite"] == f"mined-{data['split']}"
+    assert data["split"] in ("dev", "test")
+    assert data["suite"] == "mined-" + path.stem.removeprefix("tasks_mined_")
     return list(data["tasks"])
 
 
 DEV = _tasks(DEV_FILE)
 TEST = _tasks(TEST_FILE)
-ALL = DEV + TEST
+TEST2 = _tasks(TEST2_FILE)
+ALL = DEV + TEST + TEST2
 
 
 def _package(task: dict[str, Any]) -> str:
@@ -57,6 +65,18 @@ def _package(task: dict[str, Any]) -> str:
 
 def test_test_split_is_frozen() -> None:
     assert hashlib.sha256(TEST_FILE.read_bytes()).hexdigest() == MINED_TEST_SHA256
+
+
+def test_test2_split_is_frozen() -> None:
+    assert hashlib.sha256(TEST2_FILE.read_bytes()).hexdigest() == MINED_TEST2_SHA256
+
+
+def test_test2_is_a_fresh_split_of_its_own_packages() -> None:
+    per_package = Counter(_package(t) for t in TEST2)
+    assert len(TEST2) >= 200 and len(per_package) >= 6
+    assert max(per_package.values()) <= MAX_PACKAGE_SHARE * len(TEST2), per_package.most_common(1)
+    assert not set(per_package) & ({_package(t) for t in DEV + TEST} | USED_ELSEWHERE)
+    assert yaml.safe_load(TEST2_FILE.read_text(encoding="utf-8"))["split"] == "test"
 
 
 def test_counts_ids_and_split_by_package() -> None:
@@ -118,5 +138,11 @@ def test_gold_spans_are_their_units_in_the_sdist(requirement: str, sha256: str) 
                 assert span["end"] <= len(lines), f"{task['id']}: {path} has {len(lines)} lines"
                 assert span["anchor"] in "\n".join(lines[span["start"] - 1 : span["end"]]), task["id"]
                 qualname = unit.removeprefix(module_name(path) + ".") if module_name(path) else unit
-                spans = {(u.qualname, u.start, u.end) for u in parse_units(sources[path]) or []}
-                assert (qualname, span["start"], span["end"]) in spans, f"{task['id']}: {unit}"
+                units = parse_units(sources[path]) or []
+                if (qualname, span["start"], span["end"]) in {(u.qualname, u.start, u.end) for u in units}:
+                    continue  # the unit, whole
+                # A class's own statements (issue 48): lines inside that class, anchored on the first.
+                classes = [u for u in units if u.qualname == qualname and u.keyword == "class"]
+                inside = any(c.start <= span["start"] <= span["end"] <= c.end for c in classes)
+                assert inside, f"{task['id']}: {unit}"
+                assert lines[span["start"] - 1].strip().startswith(span["anchor"]), task["id"]

@@ -63,6 +63,7 @@ SUITES: tuple[SuiteName, ...] = ("dev", "dev-tree", "test")
 SUITE_FILES: dict[str, Path] = {
     "mined-dev": Path(__file__).with_name("tasks_mined_dev.yaml"),
     "mined-test": Path(__file__).with_name("tasks_mined_test.yaml"),
+    "mined-test2": Path(__file__).with_name("tasks_mined_test2.yaml"),
 }
 """More built-in suites: id -> task file (a mined suite registers its files here; ``load_suite``,
 sweeps and ``subagent-lab sweep --tasks`` then take the id)."""

@@ -113,6 +113,11 @@ class ModelRequest(BaseModel):
     """Act phase: the cap on the brief reasoning that precedes an action."""
     arg_max_chars: int = 160
     """Act phase: the cap on each string argument of an action."""
+    text_tools: list[str] | None = None
+    """Act phase: the tools a call read out of prose may name (those without side effects), and on
+    the native protocol the tools a call written as text instead of a tool call may name at all.
+    None: none of them (only ``finish``). The loop sets it from the tools' kinds; it derives from
+    ``tools``, so ``request_digest`` leaves it out."""
     max_spent_attempts: int = 2
     """Retries the adapter may make after attempts that cost tokens (a timeout, an unusable 200):
     the loop sets what the remaining budget affords, so such retries cannot overshoot it."""
@@ -240,7 +245,7 @@ class ConfigError(ValueError):
 def request_digest(request: ModelRequest) -> str:
     """SHA-256 over the whole request except its timeout (which shrinks with the wall clock): two
     requests with the same digest ask a model the same thing."""
-    body = request.model_dump(mode="json", exclude={"timeout_s"})
+    body = request.model_dump(mode="json", exclude={"timeout_s", "text_tools"})
     blob = json.dumps(body, sort_keys=True, ensure_ascii=False)
     # surrogatepass: a hostile server's lone surrogates reach the request as text and must hash
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()

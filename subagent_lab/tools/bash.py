@@ -38,6 +38,10 @@ from subagent_lab.workspace.sandbox import Workspace
 MAX_NESTING = 16
 """Levels of commands inside commands (``bash -c`` scripts, wrappers, substitutions) analysed;
 deeper ones are refused."""
+MAX_SCRIPT_NESTING = 8
+"""The level past which a command that hands a script to the parser again (``eval``, a shell's
+``-c``, ``watch``, ``env -S``) is refused: each level parses up to the whole line again."""
+_SCRIPT_RUNNERS = frozenset({"eval", "watch", "env", "bash", "sh", "zsh", "dash", "ksh"})
 
 OUTPUT_CAP = 12_000
 """Characters of output returned (head and tail), under the harness's 16 000-character cap."""
@@ -125,7 +129,7 @@ def _segment_verdict(words: list[str], root: str | None, depth: int) -> tuple[Ve
 def _command_verdict(name: str, rest: list[str], root: str | None, depth: int) -> tuple[Verdict, str]:
     if name in DENY_COMMANDS:
         return "deny", f"{name} is not allowed (privileged, networked or destructive)"
-    if depth > MAX_NESTING:
+    if depth > MAX_NESTING or (depth > MAX_SCRIPT_NESTING and name in _SCRIPT_RUNNERS):
         return "deny", "the command is nested too deeply to be analysed"
     sub = next((a for a in rest if not a.startswith("-")), "")
     options: tuple[Verdict, str] = ("allow", "")

@@ -96,6 +96,18 @@ def trace_write():
         writer.emit(ToolFinished(run_id="bench", call_id=f"c{i}", tool="Read", status="ok", text=page))
     writer.close()
 cases["trace write (50 Read events)"] = trace_write
+secret_page = page + "\nTOKEN = 'ghp_" + "a1B2" * 9 + "'\n"
+def trace_write_secret():
+    n[0] += 1
+    writer = TraceWriter(out / f"s{n[0]}.jsonl", "bench")
+    for i in range(50):
+        writer.emit(ToolFinished(run_id="bench", call_id=f"c{i}", tool="Read", status="ok", text=secret_page))
+    writer.close()
+cases["trace write (50 events, a token)"] = trace_write_secret
+from subagent_lab.tools.bash import explain_command
+LINES = ["ls -la app | head -5", "git -C app log --oneline -3", "bash -lc 'pytest -q && git status'",
+         "timeout 5 python -m pytest -q", "rm -rf build/*"]
+cases["Bash classify (5 lines)"] = lambda: [explain_command(c, root=sys.argv[1]) for c in LINES]
 for fn in cases.values():
     fn()  # warm up: imports, compiled shapes, the page cache
 result = {}
@@ -247,13 +259,14 @@ def _bench_workspace(scratch: str, where: str | None) -> tuple[str, str]:
     return dest, page
 
 
-def bench_tools(rounds: int, where: str | None = None, repeats: int = 9) -> None:
-    """Issue 39: Grep, Read, Glob and a trace write at ``BEFORE_39`` and now (see the docstring)."""
+def bench_tools(rounds: int, where: str | None = None, repeats: int = 9, before: str = BEFORE_39) -> None:
+    """Issue 39: Grep, Read, Glob, trace writes and the Bash classifier at ``before`` (default
+    ``BEFORE_39``; issue 52 compared with ``3cb5cb3``) and now (see the docstring)."""
     with tempfile.TemporaryDirectory(prefix="bench-hardening-39-") as scratch:
         old_tree = os.path.join(scratch, "old")
         os.mkdir(old_tree)
         archive = subprocess.run(
-            ["git", "-C", str(REPO), "archive", BEFORE_39], capture_output=True, check=True
+            ["git", "-C", str(REPO), "archive", before], capture_output=True, check=True
         )
         subprocess.run(["tar", "-x", "-C", old_tree], input=archive.stdout, check=True)
         workspace, page = _bench_workspace(scratch, where)
@@ -270,7 +283,7 @@ def bench_tools(rounds: int, where: str | None = None, repeats: int = 9) -> None
                 )  # fmt: skip
                 for name, ms in json.loads(proc.stdout.strip().splitlines()[-1]).items():
                     best[side][name] = min(best[side].get(name, float("inf")), ms)
-        print(f"\nTools and trace writes, {BEFORE_39} vs now ({files} files in the workspace; median of "
+        print(f"\nTools and trace writes, {before} vs now ({files} files in the workspace; median of "
               f"{repeats} calls, best of {rounds} alternating rounds; ms)")  # fmt: skip
         print(f"{'call':<32}{'before':>10}{'after':>10}{'ratio':>8}")
         for name, b in best["before"].items():
@@ -286,11 +299,12 @@ def main() -> None:
         "--tools", action="store_true", help=f"issue 39: tools and trace writes vs {BEFORE_39}"
     )
     parser.add_argument("--workspace", help="with --tools: a directory to copy and search (default: jinja2)")
+    parser.add_argument("--before", default=BEFORE_39, help="with --tools: the commit to compare with")
     args = parser.parse_args()
     if args.tools:
         where = f"{os.cpu_count()} CPUs, load {os.getloadavg()}"
-        print(f"before = {BEFORE_39} (git), after = the working tree; {where}")
-        bench_tools(min(args.rounds, 5), args.workspace)
+        print(f"before = {args.before} (git), after = the working tree; {where}")
+        bench_tools(min(args.rounds, 5), args.workspace, before=args.before)
         return
     print(f"before = {BEFORE} (git), after = the working tree; {os.cpu_count()} CPUs, load {os.getloadavg()}")
     bench_sandbox(args.calls)

@@ -168,7 +168,7 @@ class SubagentLauncher:
             aids_checked=checked,
             retrieval=candidates_of_trace(plan.trace_path) if profile.scaffold.has("RetrievalStart") else [],
         )
-        return SubagentResult.model_validate_json(self.config.redactor()(to_json(result)))
+        return SubagentResult.model_validate_json(self.config.redactor().json_line(to_json(result)))
 
     def _parent_event(
         self,

@@ -190,7 +190,8 @@ class MainAgent:
             if plan.started is not None:  # always set for a parent
                 trace.emit(plan.started)
             result = self._result(run, self._loop(run))
-            result = MainRunResult.model_validate_json(redactor(to_json(result)))  # masked like the trace
+            # masked like the trace: its strings, never the JSON text
+            result = MainRunResult.model_validate_json(redactor.json_line(to_json(result)))
             trace.emit(RunEnded(run_id=plan.run_id, step=result.steps, **result.ended_fields()))
         finally:
             trace.close()

@@ -129,6 +129,7 @@ def _request(
         arg_choices=(menu.choices if menu is not None else None) or {},
         thought_max_chars=spec.thought_max_chars,
         arg_max_chars=spec.arg_max_chars,
+        text_tools=[name for name, tool in run.deps.tools.items() if tool.kind == "read"],
         temperature=0.0 if greedy else spec.temperature,
         seed=spec.seed,
         timeout_s=time_left,

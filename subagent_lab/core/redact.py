@@ -30,6 +30,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from subagent_lab.core.secret_policy import BASE64_KEY_NEEDLES, BASE64_KEY_PREFIXES
@@ -66,6 +67,24 @@ JSON_PRIVATE_KEY = re.compile(r'(\\*"private_key\\*"\s*:\s*\\*")((?:[^"\\]|\\+[^
 """The value of a JSON ``"private_key": "..."`` field (service-account files), escaped or not."""
 
 
+_SPLIT_CHARS = 200
+"""How far into two adjacent list items a token split between them is looked for."""
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9_+/=.-]+")
+_ITEM_JOIN = re.compile(r'"\s*,\s*"')
+_LIST_ITEM = re.compile(r'[A-Za-z0-9_+/=.-][^"\\]*(?:\\.[^"\\]*)*"\s*[,\]]')
+
+
+def _split_across_items(line: str) -> bool:
+    """Whether JSON text ``line`` has two strings side by side in a list with token characters on
+    both sides of the boundary (the second followed by ``,`` or ``]``, not by ``:`` as a key is):
+    where a token may be split across items."""
+    for join in _ITEM_JOIN.finditer(line):
+        start = join.start()
+        if start and _TOKEN_RUN.match(line, start - 1, start) and _LIST_ITEM.match(line, join.end()):
+            return True
+    return False
+
+
 @dataclass(frozen=True)
 class Shape:
     """A secret recognised by its shape, and the literals that gate its regex."""
@@ -92,23 +111,41 @@ class Shape:
 _HARNESS_SHAPES: tuple[tuple[str, tuple[str, ...], bool, int], ...] = (
     # A token split across adjacent string literals ("ghp_abc" "def", 'AKIA...' + '...'), on one
     # line or continued on the next (a Read's numbered lines, JSON-escaped or not). Bounded.
-    (r"\b(?:gh[pousr]_|github_pat_|(?:AKIA|ASIA)(?=[0-9A-Z]))[A-Za-z0-9_]{0,80}"
+    (r"(?:gh[pousr]_|github_pat_|(?<![A-Za-z0-9])(?:AKIA|ASIA)(?=[0-9A-Z]))[A-Za-z0-9_]{0,80}"
      r"(?:\\{0,3}[\"'](?:[ \t+(),0-9]|\\{1,3}[nt]|\r?\n){0,40}\\{0,3}[\"'][A-Za-z0-9_\-]{1,80}){1,8}",
      ("ghp_", "gho_", "ghs_", "ghu_", "ghr_", "github_pat_", "AKIA", "ASIA"), False, 0),
-    (r"\bsk-[A-Za-z0-9_\-]{16,}", ("sk-",), False, 0),
+    # Tokens after an identifier's underscore (``GITHUB_TOKEN_ghp_...``) count: no word boundary
+    # before a prefix that is distinctive alone, and only no letter or digit before a short one.
+    (r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})", ("ghp_", "gho_", "ghs_", "ghu_", "ghr_",
+     "github_pat_"), False, 0),
+    (r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{16,}", ("sk-",), False, 0),
     (r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}", ("k_live_", "k_test_"), False, 0),
     (r"\bAIza[0-9A-Za-z_\-]{30,}", ("AIza",), False, 0),
-    (r"\bglpat-[A-Za-z0-9_\-]{16,}", ("glpat-",), False, 0),
-    (r"\bhf_[A-Za-z0-9]{20,}", ("hf_",), False, 0),
-    (r"\bnpm_[A-Za-z0-9]{20,}", ("npm_",), False, 0),
+    # GitLab's tokens, routable ones included (``glpat-<base64>.01.<part>``).
+    (r"gl(?:pat|dt|rt|ptt|soat|ft|oas|cbt)-[A-Za-z0-9_\-]{16,}(?:\.[A-Za-z0-9_\-]{2,}){0,3}",
+     ("glpat-", "gldt-", "glrt-", "glptt-", "glsoat-", "glft-", "gloas-", "glcbt-"), False, 0),
+    (r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{20,}", ("hf_",), False, 0),
+    (r"(?<![A-Za-z0-9])npm_[A-Za-z0-9]{20,}", ("npm_",), False, 0),
+    # More services' prefixed tokens: DigitalOcean, Shopify, Docker Hub, Grafana, Google OAuth
+    # access tokens, Square, Atlassian, Linear, age keys, PyPI.
+    (r"(?<![A-Za-z0-9])(?:do[opr]_v1_|shp(?:at|ss|ca|pa)_|dckr_pat_|glc_|ya29\.|sq0atp-|ATATT|lin_api_"
+     r"|AGE-SECRET-KEY-1|pypi-AgE)[A-Za-z0-9_\-=]{20,}",
+     ("_v1_", "shp", "_pat_", "glc_", "ya29.", "sq0", "ATATT", "lin_api_", "AGE-SECRET-KEY-", "pypi-AgE"),
+     False, 0),
     (r"\b(?:ghp|gho|ghs|ghu|ghr|github_pat|AKIA|ASIA)[A-Za-z0-9_\-]{12,}",
      ("ghp", "gho", "ghs", "ghu", "ghr", "github_pat", "AKIA", "ASIA"), False, 0),
     # Slack: bot, user, app-level (xapp-), configuration and refresh (xoxe-, xoxe.xoxp-) tokens.
-    (r"\b(?:xox[a-z](?:\.xox[a-z])?|xapp)-[A-Za-z0-9\-]{8,}", ("xox", "xapp-"), False, 0),
+    (r"(?<![A-Za-z0-9])(?:xox[a-z](?:\.xox[a-z])?|xapp)-[A-Za-z0-9\-]{8,}", ("xox", "xapp-"), False, 0),
     (r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*", ("eyJ",), False, 0),
     (r"(?i)\bbearer\s+[A-Za-z0-9._~+/\-]{8,}=*", ("bearer",), True, 0),
     # An AWS secret access key in an INI or env file (detect-secrets wants it quoted).
     (r"(?i)aws.{0,20}?(?:secret|key).{0,20}?[=:]\s*\\*[\"']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])",
+     ("aws",), True, 1),
+    # ... and one split across adjacent string literals ("abc" "def", 'abc' + 'def', continued on
+    # the next line, JSON-escaped or not): every literal of it is masked. Bounded.
+    (r"(?i)aws.{0,20}?(?:secret|key).{0,20}?[=:]\s*\(?\s*(\\{0,3}[\"'][A-Za-z0-9/+]{1,40}\\{0,3}[\"']"
+     r"(?:(?:[ \t+(),]|\\{1,3}[nrt]|\\{1,3}\r?\n|\r?\n){0,40}"
+     r"\\{0,3}[\"'][A-Za-z0-9/+]{1,40}\\{0,3}[\"']){1,8})",
      ("aws",), True, 1),
     # OAuth client secrets, by their key (any provider) and by Google's shape.
     (r"(?i)client[_-]?secret\\*[\"']?\s*[:=]\s*\\*[\"']?([^\s\"'\\,}]{8,})",
@@ -281,3 +318,68 @@ class Redactor:
             if value in text:
                 text = text.replace(value, REDACTED)
         return self._mask(text)
+
+    def json_line(self, line: str) -> str:
+        """``line`` (one JSON document, compact: a trace event, a result) with the strings inside
+        it masked, never the serialized text: the line stays valid JSON with the same structure
+        (a rule matching across ``","`` would merge list items or break the line).
+
+        A line the text rules leave as it is, with no list-item boundary between two token
+        characters (``…AKIA","ODNN…``), comes back as it is, at the cost of one ``__call__`` and
+        one scan (the common case); only a line holding something to mask is decoded, masked
+        string by string and re-encoded.
+        """
+        if self(line) == line and not _split_across_items(line):
+            return line
+        try:
+            value = json.loads(line)
+        except (ValueError, RecursionError):
+            return self(line)  # not JSON after all: plain text
+        return json.dumps(self.data(value), ensure_ascii=False, separators=(",", ":"))
+
+    def _split_items(self, items: list[Any]) -> list[Any]:
+        """``items`` with a token split across two adjacent strings (``["AKIAIOSF", "ODNN7EXAMPLE"]``)
+        masked in both: the end of one and the start of the next are masked when together they
+        are a secret. Each item stays an item."""
+        out = list(items)
+        for i in range(len(out) - 1):
+            first, second = out[i], out[i + 1]
+            if not (isinstance(first, str) and isinstance(second, str)):
+                continue
+            # The run of token characters ending the first item, found forwards in its reversal.
+            tail = _TOKEN_RUN.match(first[: -_SPLIT_CHARS - 1 : -1])
+            head = _TOKEN_RUN.match(second, 0, _SPLIT_CHARS)
+            if tail is None or head is None:
+                continue
+            joined = tail.group()[::-1] + head.group()
+            if self(joined) != joined:
+                out[i] = first[: len(first) - tail.end()] + REDACTED
+                out[i + 1] = REDACTED + second[head.end() :]
+        return out
+
+    def data(self, value: Any) -> Any:
+        """A copy of JSON data with every string in it (keys too) masked; iterative, any depth.
+        Two keys masked alike stay two keys (``[REDACTED]``, ``[REDACTED] (2)``)."""
+        root: list[Any] = [value]
+        stack: list[tuple[Any, Any, Any]] = [(root, 0, value)]  # (container, slot, what goes there)
+        while stack:
+            parent, slot, node = stack.pop()
+            if isinstance(node, str):
+                copy: Any = self(node)
+            elif isinstance(node, dict):
+                copy = {}
+                for key, child in node.items():
+                    name = self(key) if isinstance(key, str) else key
+                    base, n = name, 1
+                    while name in copy:
+                        n += 1
+                        name = f"{base} ({n})"
+                    copy[name] = child
+                    stack.append((copy, name, child))
+            elif isinstance(node, list):
+                copy = self._split_items(node)
+                stack.extend((copy, i, child) for i, child in enumerate(copy))
+            else:
+                copy = node
+            parent[slot] = copy
+        return root[0]

@@ -350,7 +350,7 @@ class TraceWriter:
                 return
             event.seq = self._seq
             self._seq += 1
-            line = self._redact(to_json(event))
+            line = self._redact.json_line(to_json(event))
             self._fh.write(line + "\n")
             self._fh.flush()
 

@@ -113,6 +113,11 @@ class ModelRequest(BaseModel):
     """Act phase: the cap on the brief reasoning that precedes an action."""
     arg_max_chars: int = 160
     """Act phase: the cap on each string argument of an action."""
+    text_tools: list[str] | None = None
+    """Act phase: the tools a call read out of prose may name (those without side effects), and on
+    the native protocol the tools a call written as text instead of a tool call may name at all.
+    None: none of them (only ``finish``). The loop sets it from the tools' kinds; it derives from
+    ``tools``, so ``request_digest`` leaves it out."""
     max_spent_attempts: int = 2
     """Retries the adapter may make after attempts that cost tokens (a timeout, an unusable 200):
     the loop sets what the remaining budget affords, so such retries cannot overshoot it."""
@@ -237,13 +242,64 @@ class ConfigError(ValueError):
     """A configuration file or value is invalid; the message names the file and the field."""
 
 
+_UNHASHED = frozenset({"timeout_s", "text_tools"})
+"""Request fields left out of its digest: the timeout shrinks with the wall clock, and
+``text_tools`` derives from ``tools``."""
+
+
 def request_digest(request: ModelRequest) -> str:
     """SHA-256 over the whole request except its timeout (which shrinks with the wall clock): two
-    requests with the same digest ask a model the same thing."""
-    body = request.model_dump(mode="json", exclude={"timeout_s"})
-    blob = json.dumps(body, sort_keys=True, ensure_ascii=False)
+    requests with the same digest ask a model the same thing.
+
+    Data nested past the serialiser's depth limit (a Python-level model's Task context 300 levels
+    deep) is hashed through ``canonical_json``, which recurses on nothing: a digest, not a crash.
+    """
+    try:
+        blob = json.dumps(
+            request.model_dump(mode="json", exclude=set(_UNHASHED)), sort_keys=True, ensure_ascii=False
+        )
+    except (ValueError, RecursionError):  # "Maximum serialization depth exceeded"
+        fields = {
+            name: getattr(request, name) for name in type(request).model_fields if name not in _UNHASHED
+        }
+        blob = canonical_json(fields)
     # surrogatepass: a hostile server's lone surrogates reach the request as text and must hash
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class _Literal(str):
+    """Text ``canonical_json`` writes as it is (punctuation), not as a JSON string."""
+
+
+def canonical_json(value: Any) -> str:
+    """``json.dumps(value, sort_keys=True, ensure_ascii=False)`` for JSON-shaped data (pydantic
+    models as their fields), without recursion: any depth, no ``RecursionError``. Values JSON has
+    no form for are written as their ``str``."""
+    out: list[str] = []
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is _Literal:
+            out.append(item)
+            continue
+        if isinstance(item, BaseModel):
+            item = {name: getattr(item, name) for name in type(item).model_fields}
+        if isinstance(item, dict):
+            parts: list[Any] = []
+            for key in sorted(item, key=str):
+                parts += [_Literal(", ") if parts else _Literal("{")]
+                parts += [_Literal(json.dumps(str(key), ensure_ascii=False) + ": "), item[key]]
+            stack.extend(reversed([*(parts or [_Literal("{")]), _Literal("}")]))
+        elif isinstance(item, (list, tuple)):
+            parts = []
+            for child in item:
+                parts += [_Literal(", ") if parts else _Literal("["), child]
+            stack.extend(reversed([*(parts or [_Literal("[")]), _Literal("]")]))
+        elif item is None or isinstance(item, (str, int, float, bool)):
+            out.append(json.dumps(item, ensure_ascii=False))
+        else:
+            out.append(json.dumps(str(item), ensure_ascii=False))
+    return "".join(out)
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})

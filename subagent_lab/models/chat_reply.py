@@ -16,7 +16,7 @@ from subagent_lab.core.policy import FINISH
 from subagent_lab.core.types import ModelRequest, ModelResponse, ToolCall, Usage
 from subagent_lab.models.actions import decoding_schema, parse_action
 from subagent_lab.models.grammar_cut import cut_answer
-from subagent_lab.models.json_reply import extract_json_object, loads_bounded
+from subagent_lab.models.json_reply import extract_json_object, loads_bounded, sole_json_object
 from subagent_lab.models.strict_schema import ANSWER_TOOL, drop_nulls
 
 MAX_USAGE_FIGURE = 10**9
@@ -109,7 +109,7 @@ def parse_reply(
                 response.raw_text, response.adapted = response.text, notes
                 response.text = json.dumps(cut, ensure_ascii=False)
         return response
-    return parse_action_reply(response)
+    return parse_action_reply(response, request)
 
 
 def text_turn(response: ModelResponse, request: ModelRequest, grammar: bool) -> None:
@@ -117,16 +117,25 @@ def text_turn(response: ModelResponse, request: ModelRequest, grammar: bool) -> 
 
     Main on llama-server writes its answer as the turn's text (fenced), an action as a JSON object,
     or a word such as "Finish.". The loop judges a turn's text as the answer, so an answer-shaped
-    object is read as the final phase reads it (``_answer``); an action object becomes that tool
-    call, as on the JSON protocol; text with no object at all is the turn ending without an action,
-    read as ``finish`` (where the menu offers it), so the answer is asked for with the final prompt
-    rather than a repair of prose.
+    object is read as the final phase reads it (``_answer``). A reply that is an action object and
+    nothing else becomes that tool call, as on the JSON protocol, but only for a tool without side
+    effects (``request.text_tools``) or ``finish``: an Edit, Bash or Task written as text is sent
+    back as no valid action (``parse_ok`` false), never run. An action object inside prose is
+    quoted, not sent (a README's example the model read and declined): it never becomes a call,
+    and the text goes to the contract check as the turn's answer. Text with no object at all is
+    the turn ending without an action, read as ``finish`` (where the menu offers it), so the
+    answer is asked for with the final prompt rather than a repair of prose.
     """
     found = extract_json_object(response.text)
     schema = decoding_schema(request.final_schema) if request.final_schema else None
-    action = parse_action(found) if found is not None else None
+    sole = sole_json_object(response.text) if found is not None else None
+    action = parse_action(sole) if sole is not None else None
     if action is not None:
         name, args, thought = action
+        if name != FINISH and name not in (request.text_tools or ()):
+            response.parse_ok = False  # side effects only through the endpoint's own tool calls
+            response.adapted = [f"{name} written as text, not called as a tool: not run"]
+            return
         response.tool_calls = [ToolCall(id=f"call-{uuid.uuid4().hex[:8]}", name=name, arguments=args)]
         response.raw_text, response.text = response.text, thought
     elif found is not None and schema is not None and _answer_shaped(found, schema):
@@ -169,8 +178,15 @@ def _answer(response: ModelResponse, value: Any, schema: dict[str, Any], *, cut:
     response.text, response.adapted = answer, notes
 
 
-def parse_action_reply(response: ModelResponse) -> ModelResponse:
-    """``response`` with the JSON action protocol's tool call (or answer) read from its text."""
+def parse_action_reply(response: ModelResponse, request: ModelRequest | None = None) -> ModelResponse:
+    """``response`` with the JSON action protocol's tool call (or answer) read from its text.
+
+    A reply that is the action object (fenced or not) is the action. One found inside prose (a
+    server without grammar support) is taken only for a tool without side effects
+    (``request.text_tools``) or ``finish``: an object the model quoted must not edit or run
+    anything; such a reply is no valid action (retried), never run. Without a ``request`` (a
+    direct call, as tests make) no tool is held back.
+    """
     value = extract_json_object(response.text)
     if value is None:
         response.parse_ok = False
@@ -187,6 +203,11 @@ def parse_action_reply(response: ModelResponse) -> ModelResponse:
         response.text = json.dumps(value, ensure_ascii=False)
         return response
     name, args, thought = action
+    acting = request is not None and name != FINISH and name not in (request.text_tools or ())
+    if acting and sole_json_object(response.text) is None:  # quoted in prose, not sent
+        response.parse_ok = False
+        response.adapted = [f"{name} found inside prose, not sent as the reply: not run"]
+        return response
     response.tool_calls = [ToolCall(id=f"call-{uuid.uuid4().hex[:8]}", name=name, arguments=args)]
     response.text = thought
     return response

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 MAX_ARG_INT = 2**53
@@ -87,6 +88,24 @@ def extract_json_object(text: str) -> dict[str, Any] | None:
             return _flatten_deep(value)
         start = text.find("{", start + 1)
     return None
+
+
+_FENCED = re.compile(r"\A```[\w+-]*[ \t]*\r?\n(.*?)\r?\n[ \t]*```\Z", re.S)
+
+
+def sole_json_object(text: str) -> dict[str, Any] | None:
+    """The JSON object ``text`` is, whole (around it only whitespace, or one code fence), else None.
+
+    Unlike ``extract_json_object`` this never finds an object inside prose: one a model quotes
+    (from a README it read, say) is not one it sends.
+    """
+    body = text.strip()
+    fenced = _FENCED.match(body)
+    try:
+        value = loads_bounded(fenced.group(1) if fenced else body)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def utf8_safe(value: Any) -> Any:

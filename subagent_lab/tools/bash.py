@@ -7,7 +7,10 @@ else), and ``ask`` follows the agent's ask policy, which denies by default. The 
 with a real shell parser (``bashlex``, a port of bash's own grammar), and every simple command
 in it is judged: inside ``{ ...; }``, subshells, ``if``/``while``/``for`` bodies, functions,
 pipelines, ``$(...)``, backticks and ``<(...)``, and behind ``exec``, ``command``, ``builtin``,
-``eval`` and the wrappers (``env``, ``timeout`` ...). What the parser cannot parse (``case``,
+``eval`` and the wrappers (``env``, ``timeout``, ``watch`` ...), in a shell's ``-c`` script however
+the shell is invoked (``bash -lc``, parsed again), and after git's global options (``git -C dir``,
+``git -c key=value``); a recursive ``rm`` of a word bash expands later (``$X``, globs) is refused
+(``tools.bash_forms`` finds these). What the parser cannot parse (``case``,
 ``[[ ]]``, ``$((...))``) is refused, never guessed at. It is still syntactic (bash expands the
 line after it was checked: ``$x`` may name anything), so it is not the boundary: the
 command runs in bubblewrap (``subagent_lab.workspace.bwrap``), where only the workspace (the scratch
@@ -28,10 +31,17 @@ import tempfile
 from typing import IO, Any, Literal, Protocol
 
 from subagent_lab.core.tool import ToolDeniedError, ToolError
+from subagent_lab.tools.bash_forms import Verdict, git_command, rm_verdict, shell_script, wrapped_command
 from subagent_lab.workspace.bwrap import BashSandbox, run_bwrap
 from subagent_lab.workspace.sandbox import Workspace
 
-Verdict = Literal["allow", "ask", "deny"]
+MAX_NESTING = 16
+"""Levels of commands inside commands (``bash -c`` scripts, wrappers, substitutions) analysed;
+deeper ones are refused."""
+MAX_SCRIPT_NESTING = 8
+"""The level past which a command that hands a script to the parser again (``eval``, a shell's
+``-c``, ``watch``, ``env -S``) is refused: each level parses up to the whole line again."""
+_SCRIPT_RUNNERS = frozenset({"eval", "watch", "env", "bash", "sh", "zsh", "dash", "ksh"})
 
 OUTPUT_CAP = 12_000
 """Characters of output returned (head and tail), under the harness's 16 000-character cap."""
@@ -119,48 +129,64 @@ def _segment_verdict(words: list[str], root: str | None, depth: int) -> tuple[Ve
 def _command_verdict(name: str, rest: list[str], root: str | None, depth: int) -> tuple[Verdict, str]:
     if name in DENY_COMMANDS:
         return "deny", f"{name} is not allowed (privileged, networked or destructive)"
+    if depth > MAX_NESTING or (depth > MAX_SCRIPT_NESTING and name in _SCRIPT_RUNNERS):
+        return "deny", "the command is nested too deeply to be analysed"
     sub = next((a for a in rest if not a.startswith("-")), "")
+    options: tuple[Verdict, str] = ("allow", "")
+    if name == "git":  # the subcommand comes after git's global options (-C dir, -c key=value)
+        sub, options = git_command(rest)
+        if options[0] == "deny":
+            return options
     if sub in _NETWORK_SUBCOMMANDS.get(name, ()):
         return "deny", f"'{name} {sub}' reaches the network or outside the workspace"
     if name in ("chmod", "chgrp") and any(a.startswith("-") and "R" in a for a in rest):
         return "deny", f"recursive {name} is not allowed"
     if name == "rm":
-        flags = [a for a in rest if re.match(r"^-[a-zA-Z]+$", a)]
-        recursive = "--recursive" in rest or any("r" in a.lower() for a in flags)
-        targets = [a for a in rest if not a.startswith("-")]
-        if recursive and (not targets or any(t.rstrip("/") in ("", ".", "*", "./*", ".*") for t in targets)):
-            return "deny", "recursive rm of the workspace root is not allowed"
-        return "ask", "rm deletes files"
+        return rm_verdict(rest)
     if name in WRAPPERS:
         for arg in rest:
             if os.path.basename(arg) in DENY_COMMANDS:
                 return "deny", f"{arg} is not allowed, even through {name}"
-        return "ask", f"{name} runs another command"
+        words, line = wrapped_command(name, rest)
+        verdict: tuple[Verdict, str] = ("ask", f"{name} runs another command")
+        if words:
+            verdict = _worst(
+                verdict, _command_verdict(os.path.basename(words[0]), words[1:], root, depth + 1)
+            )
+        if line is not None:
+            verdict = _worst(verdict, explain_command(line, root=root, _depth=depth + 1))
+        return verdict
     if name in ("exec", "command", "builtin"):
         args = list(rest)
         while args and args[0].startswith("-"):  # exec -a NAME, command -p / -v, builtin --
             args = args[2:] if (name, args[0]) == ("exec", "-a") else args[1:]
         if not args:
             return ("allow", "") if name == "exec" else ("ask", f"{name} with no command")
-        inner = _command_verdict(os.path.basename(args[0]), args[1:], root, depth)
+        inner = _command_verdict(os.path.basename(args[0]), args[1:], root, depth + 1)
         return _worst(
             ("ask", f"exec replaces the shell with {args[0]}") if name == "exec" else ("allow", ""), inner
         )
-    if name == "eval" and depth < 3:
-        return _worst(
-            ("ask", "eval runs a script"),
-            explain_command(" ".join(rest) or "true", root=root, _depth=depth + 1),
-        )
-    if name in SHELLS or name in ("eval", "source", "."):
-        script = rest[rest.index("-c") + 1] if "-c" in rest[:-1] else None
-        if script is not None and depth < 3:
-            inner = explain_command(script, root=root, _depth=depth + 1)
-            return _worst(("ask", f"{name} runs a script"), inner)
+    if name == "eval":
+        script = " ".join(rest) or "true"
+        return _worst(("ask", "eval runs a script"), explain_command(script, root=root, _depth=depth + 1))
+    if name in SHELLS:
+        kind, text = shell_script(rest)
+        if kind == "script":  # parsed and judged like the line itself, however deep
+            return _worst(
+                ("ask", f"{name} runs a script"), explain_command(text, root=root, _depth=depth + 1)
+            )
+        if kind == "stdin":
+            return "deny", f"{name} reads its script from standard input, which cannot be checked"
+        return "ask", f"{name} runs the script file {text!r}, which is not analysed"
+    if name in ("source", "."):
         return "ask", f"{name} runs code that is not analysed"
     if name == "find" and any(a in _FIND_ACTIONS for a in rest):
         return "ask", "find with an action (-exec, -delete ...) is not read-only"
     if name == "git":
-        return ("allow", "") if sub in SAFE_GIT else ("ask", f"git {sub or ''} is not on the read-only list")
+        return _worst(
+            options,
+            ("allow", "") if sub in SAFE_GIT else ("ask", f"git {sub or ''} is not on the read-only list"),
+        )
     if name in ("python", "python3") and rest[:2] == ["-m", "pytest"]:
         return "allow", ""
     if name == "cd" and not rest:
@@ -200,7 +226,7 @@ def explain_command(command: str, *, root: str | None = None, _depth: int = 0) -
 
 def _node_verdict(node: Any, root: str | None, depth: int) -> tuple[Verdict, str]:
     """The worst verdict of every command in a parse tree (``bashlex`` nodes)."""
-    if depth > 16:
+    if depth > MAX_NESTING:
         return "deny", "the command is nested too deeply to be analysed"
     kind = node.kind
     if kind == "command":

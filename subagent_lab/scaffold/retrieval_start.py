@@ -2,14 +2,15 @@
 the task's retrieval as tool calls, and the final answer starts from the retrieval's best units.
 
 Issue 37: on code nobody here tuned on, the explore child answered worse than one call of its own
-``Search``. So the harness makes that call first (``tools/symbols/retrieve.py``: Find on the task's
-code-like names, then Search on its text), through the real tools, so the trace records harness
-calls (ids ``HARNESS_CALL``) and what they printed counts as seen. A short note after them numbers
-the best ``k`` units: the *candidates*, each cited by its header line. The final prompt lists them
-first, numbered, and the answer's grammar offers them first, then what the model's own calls
-showed: the model keeps, drops, narrows (a line inside a candidate) or adds. The harness never
-fills in an answer the model left empty; the no-model policy, taking the first offered items, cites
-the candidates as given, which makes it this scaffold's own floor.
+``Search``. So the harness makes that call first (``tools/symbols/retrieve.py``: Find on the
+request's code-like names, then Search on the request, the task without the harness's template),
+through the real tools, so the trace records harness calls (ids ``HARNESS_CALL``) and what they
+printed counts as seen. A short note after them numbers the best ``k`` units: the *candidates*,
+each cited by its header line. The final prompt lists them first, numbered, and the answer's
+grammar offers them first, then what the model's own calls showed: the model keeps, drops, narrows
+(a line inside a candidate) or adds. The harness never fills in an answer the model left empty; the
+no-model policy, taking the first offered items, cites the candidates as given, which makes it this
+scaffold's own floor.
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ from subagent_lab.scaffold.ranking import LINE_TEXT_CHARS, line_texts
 from subagent_lab.tools.symbols import SYMBOL_TOOLS
 from subagent_lab.tools.symbols.index import index_for
 from subagent_lab.tools.symbols.retrieve import (
-    MAX_QUERY_CHARS,
     SHOWN,
     RetrievedUnit,
     found_names,
     retrieve,
+    search_query,
 )
 
 PURPOSE = "retrieval"
@@ -130,7 +131,7 @@ class RetrievalStart(Policy):
             ToolCall(id=f"{HARNESS_CALL}find-{i}", name="Find", arguments={"name": name})
             for i, name in enumerate(found_names(run.task, index))
         ]
-        query = run.task[:MAX_QUERY_CHARS]
+        query = search_query(run.task)  # the request, not the harness's template around it
         calls.append(ToolCall(id=f"{HARNESS_CALL}search", name="Search", arguments={"query": query}))
         run.call_tools(calls)
         self._started = True

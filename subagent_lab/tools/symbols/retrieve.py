@@ -90,16 +90,24 @@ def search_query(task_text: str) -> str:
 
 
 def retrieve(
-    task_text: str, index: SymbolIndex, k: int, *, per_name: int = PER_NAME, shown: int = SHOWN
+    task_text: str,
+    index: SymbolIndex,
+    k: int,
+    *,
+    per_name: int = PER_NAME,
+    shown: int = SHOWN,
+    request: str | None = None,
 ) -> list[RetrievedUnit]:
     """The task's best ``k`` units: the definitions of its request's code-like names
     (``found_names``, each name's first ``per_name`` as Find lists them), then the units Search
     ranks for the request (``search_query``), each unit once, in that order. Only units among the
-    first ``shown`` a Find or Search call lists."""
+    first ``shown`` a Find or Search call lists. ``request``: the text searched instead of the
+    task's request (a benchmark's other query; ``benchmarks/bench_pool.py``)."""
+    text = search_query(task_text) if request is None else request[:MAX_QUERY_CHARS]
     units: dict[tuple[str, int], RetrievedUnit] = {}
-    for name in found_names(task_text, index):
+    for name in found_names(text, index):
         for rel, unit in index.find(name)[0][: min(per_name, shown)]:
             units.setdefault((rel, unit.start), RetrievedUnit(rel, unit, "find"))
-    for hit in ranked_units(index, search_query(task_text), shown):
+    for hit in ranked_units(index, text, shown):
         units.setdefault((hit.rel, hit.unit.start), RetrievedUnit(hit.rel, hit.unit, "search"))
     return list(units.values())[: max(k, 0)]

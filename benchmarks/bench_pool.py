@@ -24,6 +24,7 @@ Usage: python benchmarks/bench_pool.py [--tasks mined-dev] [--limit N] [--save F
 from __future__ import annotations
 
 import argparse
+import itertools
 import time
 from pathlib import Path
 
@@ -92,19 +93,18 @@ def report(df: pd.DataFrame) -> None:
             cells.append(f"{column} {ci.mean:.3f} [{ci.low:.3f}, {ci.high:.3f}]")
         print(f"  {label:8s} " + "; ".join(cells))
     print("paired differences from the previous variant [95% CI] (W/L/T)")
-    for before, after in zip(labels, labels[1:], strict=False):
+    for before, after in itertools.pairwise(labels):
         cells = []
         for column in ("recall_at10", "recall_at20", "func_acc_at5", "unit_recall_at4"):
             d = paired_difference(df, after, before, value=column)
-            cells.append(
-                f"{column} {d.diff.mean:+.3f} [{d.diff.low:+.3f}, {d.diff.high:+.3f}] ({d.wins}/{d.losses}/{d.ties})"
-            )
+            interval = f"{d.diff.mean:+.3f} [{d.diff.low:+.3f}, {d.diff.high:+.3f}]"
+            cells.append(f"{column} {interval} ({d.wins}/{d.losses}/{d.ties})")
         print(f"  {after} − {before}: " + "; ".join(cells))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--tasks", default="mined-dev", help="a dev split or a task file (never a test split)")
+    parser.add_argument("--tasks", default="mined-dev", help="a dev split or task file (never a test split)")
     parser.add_argument("--limit", type=int, default=None, help="the first N tasks with gold")
     parser.add_argument("--save", default=None, help="write the rows to this CSV")
     parser.add_argument("--from", dest="source", default=None, help="print the tables of a saved CSV")

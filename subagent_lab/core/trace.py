@@ -115,7 +115,7 @@ class Compacted(_Event):
 
 class ModelCalled(_Event):
     kind: Literal["model_called"] = "model_called"
-    purpose: Literal["step", "final", "repair", "grace", "check"]
+    purpose: Literal["step", "final", "repair", "grace", "check", "score"]
     prompt_tokens_est: int
     """The pre-call count (see ``BudgetDecision``); ``usage.prompt_tokens`` is the provider's figure."""
     prompt_exact: bool = False
@@ -142,6 +142,22 @@ class ModelCalled(_Event):
     request_key: str = ""
     """SHA-256 of the request as sent, its timeout left out (``types.request_digest``): a replay
     serves this call's response to an identical request ("" in traces written before it)."""
+
+
+class CandidateJudged(_Event):
+    """One candidate the model judged (``core.judge``): its P(yes) for the request, read from the
+    first token's log-probabilities (``source="logprobs"``) or, where the endpoint returned none,
+    from the generated word (``"generated"``: 1.0 yes, 0.0 no, 0.5 neither)."""
+
+    kind: Literal["candidate_judged"] = "candidate_judged"
+    item: str
+    """The candidate as cited (``path:line`` of its header)."""
+    rank: int
+    """Its retrieval rank (1 = first)."""
+    p_yes: float
+    source: Literal["logprobs", "generated"]
+    answer: str = ""
+    """The generated token."""
 
 
 class ActionForced(_Event):
@@ -246,6 +262,7 @@ Event = Annotated[
     | BudgetDecision
     | Compacted
     | ModelCalled
+    | CandidateJudged
     | ActionForced
     | ModelCallFailed
     | ToolStarted

@@ -120,6 +120,10 @@ class ModelRequest(BaseModel):
     temperature: float = 0.0
     seed: int | None = 0
     timeout_s: float = 120.0
+    top_logprobs: int = Field(default=0, ge=0, le=20)
+    """Ask the endpoint for the log-probabilities of this many likeliest alternatives of each
+    generated token (OpenAI ``logprobs``/``top_logprobs``); 0: none asked (a judged candidate's
+    one-token yes/no asks for them, ``core.judge``)."""
 
 
 class ModelResponse(BaseModel):
@@ -148,6 +152,9 @@ class ModelResponse(BaseModel):
     an answer read out of fenced text or a tool call, or cut to its grammar (``adapted``)."""
     adapted: list[str] = Field(default_factory=list)
     """The cuts the adapter made to an answer decoded without its grammar, one note each."""
+    top_logprobs: dict[str, float] | None = None
+    """Where the request asked for them: the first generated token's likeliest alternatives, token
+    text -> log-probability, as the endpoint returned them; None when it returned none."""
 
 
 class Span(NamedTuple):
@@ -240,7 +247,9 @@ class ConfigError(ValueError):
 def request_digest(request: ModelRequest) -> str:
     """SHA-256 over the whole request except its timeout (which shrinks with the wall clock): two
     requests with the same digest ask a model the same thing."""
-    body = request.model_dump(mode="json", exclude={"timeout_s"})
+    # A request that asks for no log-probabilities hashes as it did before the field existed.
+    left_out = {"timeout_s"} | ({"top_logprobs"} if not request.top_logprobs else set())
+    body = request.model_dump(mode="json", exclude=left_out)
     blob = json.dumps(body, sort_keys=True, ensure_ascii=False)
     # surrogatepass: a hostile server's lone surrogates reach the request as text and must hash
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()

@@ -25,7 +25,7 @@ from pydantic import Field
 
 from subagent_lab.core.evidence import constrain_evidence
 from subagent_lab.core.policy import HARNESS_CALL, CallResult, Policy, RunView
-from subagent_lab.core.trace import Event, PromptAdded, read_trace
+from subagent_lab.core.trace import CandidateJudged, Event, PromptAdded, read_trace
 from subagent_lab.core.types import Span, ToolCall
 from subagent_lab.scaffold.cite_from_seen import unit_items
 from subagent_lab.scaffold.ranking import LINE_TEXT_CHARS, line_texts
@@ -96,6 +96,16 @@ def candidates_of_trace(path: str | Path) -> list[str]:
         return []
 
 
+def scores_of_trace(path: str | Path) -> dict[str, float]:
+    """Each judged candidate's P(yes) in the trace at ``path`` (its ``candidate_judged`` events), by
+    item, in the order judged; {} without any or when it cannot be read."""
+    try:
+        events = read_trace(path)
+    except (OSError, ValueError):
+        return {}
+    return {e.item: e.p_yes for e in events if isinstance(e, CandidateJudged)}
+
+
 @dataclass
 class RetrievalStart(Policy):
     """The harness's retrieval before the first action; its best ``k`` units are the candidates.
@@ -126,7 +136,8 @@ class RetrievalStart(Policy):
             return
         index = index_for(run.tool_context)
         shown = min(int(run.tools[t].bound.get("limit", SHOWN)) for t in NEEDED)
-        self._candidates = retrieve(run.task, index, self.k, shown=shown)
+        pool = self.pool_size()
+        self._candidates = retrieve(run.task, index, max(self.k, pool), shown=max(shown, pool))
         calls = [
             ToolCall(id=f"{HARNESS_CALL}find-{i}", name="Find", arguments={"name": name})
             for i, name in enumerate(found_names(run.task, index))
@@ -134,10 +145,19 @@ class RetrievalStart(Policy):
         query = search_query(run.task)  # the request, not the harness's template around it
         calls.append(ToolCall(id=f"{HARNESS_CALL}search", name="Search", arguments={"query": query}))
         run.call_tools(calls)
+        self._candidates = self.reranked(run, shown)[: self.k]
         self._started = True
         if self._candidates:
             lines = [candidate_line(n, unit) for n, unit in enumerate(self._candidates, start=1)]
             run.add_prompt(PURPOSE, "\n".join([NOTE_HEAD, *lines]))
+
+    def pool_size(self) -> int:
+        """Units the retrieval returns before any re-ranking (``RankStart`` judges more)."""
+        return self.k
+
+    def reranked(self, run: RunView, shown: int) -> list[RetrievedUnit]:
+        """The retrieval's units in the order the candidates take (here: as retrieved)."""
+        return self._candidates
 
     def observe(self, run: RunView, results: Sequence[CallResult]) -> None:
         if not self._started:

@@ -217,3 +217,41 @@ def test_the_presets_are_retrieval_start_with_rank_start_in_its_place_and_its_ha
         assert spec["RankStart"]["pool"] == 10 and spec["RankStart"]["answer"] is answer
         assert ("AbsenceCheck" in spec) is (not answer)
         assert {p.policy for p in base.policies} - {"AbsenceCheck", "RetrievalStart"} <= set(spec)
+
+
+# --- candidate recall@K: the pool's ceiling, in rows and tables --------------------------------
+
+
+def test_pool_recall_is_a_gold_function_anywhere_in_the_pool(root: Path) -> None:
+    from subagent_lab.bench.pool import pool_recall
+    from subagent_lab.bench.task import BenchTask, GoldSpan
+
+    gold = GoldSpan(path="app/views.py", start=6, end=7)  # lines inside login_view
+    task = BenchTask(id="t", prompt=TASK, workspace={"dir": str(root)}, gold=(gold,))
+    assert pool_recall(task, root, ["app/auth.py:3", "app/views.py:4"]) == 1.0  # its header line
+    assert pool_recall(task, root, ["app/auth.py:3", "app/auth.py:14"]) == 0.0  # other units only
+    assert pool_recall(task, root, []) is None and pool_recall(task, root, ["no colon"]) is None
+    assert pool_recall(task.model_copy(update={"gold": ()}), root, ["app/views.py:4"]) is None
+
+
+def test_lift_table_reports_each_arms_candidate_recall_beside_its_mean() -> None:
+    import pandas as pd
+
+    from subagent_lab.analysis.headline import lift_table, readable_lift
+
+    rows = [
+        {"task_id": f"t{i}", "model_choice": arm, "quality": q, "candidate_recall": pool}
+        for arm, qs, pools in (
+            ("retrieval", [0.5, 0.0, 1.0, 0.0], [1.0, 0.0, 1.0, 1.0]),
+            ("main", [1.0, 0.0, 1.0, 0.5], [1.0, 0.0, 1.0, 0.0]),
+            ("none", [0.0, 0.0, 0.0, 0.0], [None, None, None, None]),
+        )
+        for i, (q, pool) in enumerate(zip(qs, pools, strict=True))
+    ]
+    table = lift_table(pd.DataFrame(rows)).set_index("model_choice")
+    assert table.loc["retrieval", "candidate_recall"] == pytest.approx(0.75)
+    assert table.loc["main", "candidate_recall"] == pytest.approx(0.5)
+    assert math.isnan(table.loc["none", "candidate_recall"])  # no pool: no ceiling
+    shown = readable_lift(table.reset_index()).set_index("model")
+    assert shown.loc["retrieval", "candidate recall@K"] == "0.75"
+    assert shown.loc["none", "candidate recall@K"] == ""

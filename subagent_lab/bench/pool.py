@@ -24,3 +24,19 @@ def candidate_hit(task: BenchTask, root: Path, pool: Sequence[tuple[str, int, in
     golds = [gold_of((root / g.path).resolve(), g.start, g.end) for g in task.gold]
     items = [pool_item(root, path, start, end, n) for n, (path, start, end) in enumerate(pool)]
     return float(any(same_function(item, gold) for item in items for gold in golds))
+
+
+def item_span(item: str) -> tuple[str, int, int] | None:
+    """A ``path:line`` or ``path:start-end`` item as ``(path, start, end)``; None if it is neither."""
+    path, _, lines = item.rpartition(":")
+    first, _, last = lines.partition("-")
+    if not path or not first.isdigit() or (last and not last.isdigit()):
+        return None
+    return path, int(first), int(last or first)
+
+
+def pool_recall(task: BenchTask, root: Path, items: Sequence[str]) -> float | None:
+    """``candidate_hit`` of a run's pool given as items (``path:line`` header lines); None for a
+    task without gold or a run without a pool."""
+    spans = [span for item in items if (span := item_span(item)) is not None]
+    return candidate_hit(task, root, spans) if spans else None

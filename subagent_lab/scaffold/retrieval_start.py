@@ -96,6 +96,14 @@ def candidates_of_trace(path: str | Path) -> list[str]:
         return []
 
 
+def pool_in_trace(events: Sequence[Event]) -> list[str]:
+    """The retrieval's pool a run had (``path:line`` items): the units the model judged
+    (``candidate_judged``, ``RankStart``), else the candidates the note listed; [] without either.
+    Candidate recall@K is measured on it (``bench.pool``)."""
+    judged = list(dict.fromkeys(e.item for e in events if isinstance(e, CandidateJudged)))
+    return judged or candidates_in_trace(events)
+
+
 def scores_of_trace(path: str | Path) -> dict[str, float]:
     """Each judged candidate's P(yes) in the trace at ``path`` (its ``candidate_judged`` events), by
     item, in the order judged; {} without any or when it cannot be read."""

@@ -255,3 +255,16 @@ def test_lift_table_reports_each_arms_candidate_recall_beside_its_mean() -> None
     shown = readable_lift(table.reset_index()).set_index("model")
     assert shown.loc["retrieval", "candidate recall@K"] == "0.75"
     assert shown.loc["none", "candidate recall@K"] == ""
+
+
+def test_the_inspector_shows_each_judged_candidates_score(config: LabConfig, root: Path) -> None:
+    from subagent_lab.widgets.records import run_view
+
+    pool = retrieve(TASK, index_for(Workspace(root)), 10, shown=10)
+    result = _launch(config, root, ScriptedModel([_judge_turn] * len(pool)), "rank")
+    steps = [s for s in run_view(result.trace_path).steps if s.purpose == "score"]
+    assert len(steps) == len(pool)
+    assert all(
+        f"for {u.item} (rank {n}, logprobs)" in s.text
+        for n, (s, u) in enumerate(zip(steps, pool, strict=True), 1)
+    )

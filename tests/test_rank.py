@@ -268,3 +268,28 @@ def test_the_inspector_shows_each_judged_candidates_score(config: LabConfig, roo
         f"for {u.item} (rank {n}, logprobs)" in s.text
         for n, (s, u) in enumerate(zip(steps, pool, strict=True), 1)
     )
+
+
+def test_a_sweep_row_carries_candidate_recall_and_how_the_candidates_were_judged(root: Path) -> None:
+    from subagent_lab.bench.task import BenchTask, GoldSpan
+    from subagent_lab.experiments.execute import execute_run
+    from subagent_lab.experiments.spec import RunSpec, Variant
+
+    lab = load_config(REPO / "profiles.yaml", env={})
+    task = BenchTask(
+        id="t",
+        prompt=TASK,
+        workspace={"dir": str(root)},
+        gold=(GoldSpan(path="app/views.py", start=6, end=7),),
+    )
+    run = RunSpec(
+        run_key="t|none|rank", task=task, model="none", profile="explore", variant=Variant(), suite="s",
+        scaffold="rank", scaffold_fields=lab.scaffold("rank").resolved(), repeat=0, config_path=None,
+        trace_dir=str(root.parent / "traces"), cache_dir=None,
+    )  # fmt: skip
+    row = execute_run(run)
+    pool = retrieve(TASK, index_for(Workspace(root)), 10, shown=10)
+    assert row["terminal_reason"] == "completed", row.get("detail")
+    assert row["pool_size"] == len(pool) and row["candidate_recall"] == 1.0  # login_view is in the pool
+    # The no-model policy returns no logprobs: every judgment is the generated word's, and says so.
+    assert row["judged"] == len(pool) and row["judged_generated"] == len(pool)

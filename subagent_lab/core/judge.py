@@ -42,3 +42,9 @@ def fused_score(p: float, rank: int, mix: float) -> float:
     """The fusion rule: ``mix · P(yes) + (1 − mix) / rank`` (a convex mix of the model's judgment
     and the retrieval's reciprocal rank; ``rank`` from 1)."""
     return mix * p + (1.0 - mix) / max(rank, 1)
+
+
+def fused_order(judged: list[tuple[str, int, float]], mix: float) -> list[str]:
+    """Items ``(item, rank, P(yes))`` in the fused order: ``fused_score`` best first, ties to the
+    retrieval's rank. The one rule ``RankStart`` applies and ``benchmarks/bench_fusion.py`` replays."""
+    return [item for item, _, _ in sorted(judged, key=lambda j: (-fused_score(j[2], j[1], mix), j[1]))]

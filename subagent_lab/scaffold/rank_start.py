@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from subagent_lab.core.contracts import contract_schema
-from subagent_lab.core.judge import fused_score
+from subagent_lab.core.judge import fused_order
 from subagent_lab.core.policy import FINISH, HARNESS_CALL, ActionMenu, RunView
 from subagent_lab.core.types import ToolCall
 from subagent_lab.scaffold.rank_judge import judge_messages, unit_view, written_answer
@@ -49,11 +49,12 @@ class RankStart(RetrievalStart):
         order). The best ``k`` that Find and Search did not list are looked up by their full names
         (a harness Find each), so what the answer cites was shown."""
         request = request_of(run.task)
-        fused: list[tuple[float, int, RetrievedUnit]] = []
-        for rank, unit in enumerate(self._candidates[: self.pool], start=1):
-            p = run.judge(judge_messages(request, unit_view(run.workspace_root, unit)), unit.item, rank)
-            fused.append((fused_score(p, rank, self.mix), rank, unit))
-        order = [unit for _, _, unit in sorted(fused, key=lambda f: (-f[0], f[1]))]
+        units = {unit.item: unit for unit in self._candidates[: self.pool]}
+        judged = [
+            (item, rank, run.judge(judge_messages(request, unit_view(run.workspace_root, unit)), item, rank))
+            for rank, (item, unit) in enumerate(units.items(), start=1)
+        ]
+        order = [units[item] for item in fused_order(judged, self.mix)]
         listed = {u.item for u in self._candidates[:shown]}
         unseen = [u for u in order[: self.k] if u.item not in listed]
         run.call_tools([

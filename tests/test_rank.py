@@ -151,6 +151,7 @@ def test_rank_cites_the_fused_best_without_an_action_call_and_traces_each_score(
     calls = [e for e in events if isinstance(e, ModelCalled)]
     assert {e.purpose for e in calls} == {"score"} and len(calls) == len(pool)  # no action, no answer call
     assert all(r.max_tokens == 1 and r.top_logprobs == TOP_LOGPROBS for r in model.requests)
+    assert all(e.top_logprobs and "Yes" in e.top_logprobs for e in calls)  # kept for a replay
     assert result.usage.total_tokens == sum(e.usage.total_tokens for e in calls) > 0  # charged like any
     # The request leads every judged prompt; the conversation never holds them.
     assert all(

@@ -269,7 +269,7 @@ def call_judge(run: Run, messages: list[Message], item: str, rank: int) -> float
         max_tokens=request.max_tokens, usage=run.state.usage_by_call[-1], latency_s=response.latency_s,
         finish_reason=response.finish_reason, attempts=response.attempts, model_id=response.model_id,
         text=response.text, parse_ok=response.parse_ok, cache_hit=response.cache_hit,
-        request_key=request_digest(request),
+        top_logprobs=response.top_logprobs, request_key=request_digest(request),
     )  # fmt: skip
     _check_served(run, response)
     p, source = p_yes(response.top_logprobs, response.text)

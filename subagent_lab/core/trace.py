@@ -139,6 +139,9 @@ class ModelCalled(_Event):
     """Tool -> argument -> the only values the grammar offered."""
     narrowed_by: list[str] = Field(default_factory=list)
     """The policies that narrowed this call's action menu."""
+    top_logprobs: dict[str, float] | None = None
+    """A judged candidate's call (purpose ``score``): the first token's alternatives the endpoint
+    returned (None: none asked, or none returned); a replay serves them again."""
     request_key: str = ""
     """SHA-256 of the request as sent, its timeout left out (``types.request_digest``): a replay
     serves this call's response to an identical request ("" in traces written before it)."""

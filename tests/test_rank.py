@@ -294,3 +294,25 @@ def test_a_sweep_row_carries_candidate_recall_and_how_the_candidates_were_judged
     assert row["pool_size"] == len(pool) and row["candidate_recall"] == 1.0  # login_view is in the pool
     # The no-model policy returns no logprobs: every judgment is the generated word's, and says so.
     assert row["judged"] == len(pool) and row["judged_generated"] == len(pool)
+
+
+def test_a_pool_smaller_than_k_keeps_the_unjudged_units_in_retrieval_order(
+    config: LabConfig, root: Path
+) -> None:
+    pool = retrieve(TASK, index_for(Workspace(root)), 4)
+    fields = config.scaffold("rank").resolved()
+    for spec in fields["scaffold"]["policies"]:
+        if spec["policy"] == "RankStart":
+            spec["params"]["pool"] = 2
+    model = ScriptedModel(
+        [lambda r: ModelResponse(text="No", top_logprobs={"No": -0.01, "Yes": -5.0}), _judge_turn]
+    )
+    launcher = SubagentLauncher(
+        config, root, model_factory=lambda c, cfg: model, trace_dir=root.parent / "runs"
+    )
+    result = launcher.launch(SubagentRequest(task=TASK, overrides=fields))
+    assert result.status == "completed", result.detail
+    # The two judged units in their fused order, then units 3 and 4 as retrieved.
+    assert result.contract is not None and result.contract["evidence"][2:] == [u.item for u in pool[2:4]]
+    assert sorted(result.contract["evidence"][:2]) == sorted(u.item for u in pool[:2])
+    assert len(result.candidate_scores) == 2

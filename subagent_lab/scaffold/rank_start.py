@@ -54,7 +54,8 @@ class RankStart(RetrievalStart):
             (item, rank, run.judge(judge_messages(request, unit_view(run.workspace_root, unit)), item, rank))
             for rank, (item, unit) in enumerate(units.items(), start=1)
         ]
-        order = [units[item] for item in fused_order(judged, self.mix)]
+        # Units past the pool (k > pool) keep their retrieval order after the judged ones.
+        order = [units[item] for item in fused_order(judged, self.mix)] + self._candidates[self.pool :]
         listed = {u.item for u in self._candidates[:shown]}
         unseen = [u for u in order[: self.k] if u.item not in listed]
         run.call_tools([

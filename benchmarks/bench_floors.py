@@ -42,11 +42,13 @@ from subagent_lab.experiments.spec import RunSpec, Variant
 FLOOR_MODELS: tuple[ModelChoice, ...] = ("none", "retrieval")
 COLUMNS = ["split", "task_id", "kind", "model_choice", "scaffold", "terminal_reason", "status",
            "contract_valid", "quality", "strict_line_recall", "gold_recall_file", *LOC_COLUMNS,
-           "total_tokens", "steps", "elapsed_s"]  # fmt: skip
+           "candidate_recall", "total_tokens", "steps", "elapsed_s"]  # fmt: skip
 """The columns saved: enough to re-print every table (``--from``)."""
 LOC_SHOWN = (("file Acc@5*", "file_acc_at5"), ("function Acc@5*", "func_acc_at5"),
              ("function hit@5*", "func_hit_at5"), ("unit recall@4*", "unit_recall_at4"))  # fmt: skip
 """The field's localization metrics printed per floor (docs/numbers.md)."""
+POOL_K = 10
+"""The whole-unit floor's pool: its candidate recall@K is over this many units (``RankStart.pool``)."""
 SCORED = ("quality", "strict_line_recall", "gold_recall_file", *LOC_COLUMNS)
 
 
@@ -76,6 +78,7 @@ def loop_rows(name: str, tasks: list[BenchTask], scaffold: str, out: Path) -> li
 
 def whole_unit_rows(name: str, tasks: list[BenchTask], k: int) -> list[dict[str, object]]:
     """F0: the top ``k`` Search units cited whole, the task as the summary, no model, no loop."""
+    from subagent_lab.bench.pool import pool_recall
     from subagent_lab.bench.scoring import score_run
     from subagent_lab.tools.symbols.search import retrieval_answer
     from subagent_lab.workspace.sandbox import Workspace
@@ -84,14 +87,15 @@ def whole_unit_rows(name: str, tasks: list[BenchTask], k: int) -> list[dict[str,
     for task in tasks:
         root = task.workspace_root()
         started = time.monotonic()
-        evidence = retrieval_answer(Workspace(root), task.prompt, k)
+        evidence = retrieval_answer(Workspace(root), task.prompt, max(k, POOL_K))
+        pool, evidence = evidence, evidence[:k]
         answer = {"status": "completed", "summary": task.prompt, "findings": [], "evidence": evidence}
         score = score_run(task, answer, root).model_dump()
         rows.append({
             "split": name, "task_id": task.id, "kind": task.kind, "model_choice": "retrieval-whole",
             "scaffold": "no loop", "terminal_reason": "completed", "status": "completed",
             "contract_valid": True, "total_tokens": 0, "steps": 0, "elapsed_s": time.monotonic() - started,
-            **{key: score[key] for key in SCORED},
+            **{key: score[key] for key in SCORED}, "candidate_recall": pool_recall(task, root, pool),
         })  # fmt: skip
     return rows
 

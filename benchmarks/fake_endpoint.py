@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import re
 import sys
 import threading
@@ -130,6 +131,24 @@ def native_reply(body: dict[str, Any]) -> dict[str, Any]:
     return {"role": "assistant", "content": None, "tool_calls": [call]}
 
 
+def judge_reply(body: dict[str, Any], with_logprobs: bool) -> tuple[str, dict[str, Any] | None]:
+    """A yes/no judgment (a request asking for ``top_logprobs``): P(yes) is the share of the
+    change request's words (4+ letters) the code after ``Code:`` holds; "yes" when it is over
+    half. With ``with_logprobs`` the first token's alternatives come as OpenAI's ``logprobs``."""
+    prompt = str(body.get("messages", [{}])[-1].get("content", ""))
+    request, _, code = prompt.partition("Code:")
+    words = {w.lower() for w in re.findall(r"[A-Za-z]{4,}", request.split("\n", 1)[0])}
+    found = {w for w in words if w in code.lower()}
+    p = min(max(len(found) / len(words), 0.01), 0.99) if words else 0.5
+    text = "yes" if p > 0.5 else "no"
+    if not with_logprobs:
+        return text, None
+    alternatives = [{"token": "yes", "logprob": math.log(p), "bytes": None},
+                    {"token": "no", "logprob": math.log(1 - p), "bytes": None}]  # fmt: skip
+    first = alternatives[0] if text == "yes" else alternatives[1]
+    return text, {"content": [{**first, "top_logprobs": alternatives}]}
+
+
 class FakeEndpoint:
     """The server; ``start()`` serves in a daemon thread, ``stop()`` ends it (or the bounds do)."""
 
@@ -140,9 +159,12 @@ class FakeEndpoint:
         max_requests: int = 10_000,
         max_seconds: float = 120.0,
         delay_s: float = 0.0,
+        logprobs: bool = True,
     ) -> None:
-        """``delay_s``: seconds each answer takes (a slow model, for fault tests)."""
+        """``delay_s``: seconds each answer takes (a slow model, for fault tests); ``logprobs``:
+        return ``logprobs`` where a request asks for them (False: an endpoint that never does)."""
         self.statuses = itertools.cycle(statuses)
+        self.logprobs = logprobs
         self.delay_s = delay_s
         self.max_requests = max_requests
         self.max_seconds = max_seconds
@@ -241,13 +263,14 @@ class FakeEndpoint:
                     self._send(status, {"error": {"message": f"fake endpoint says {status}"}})
                     return
                 body = json.loads(raw or b"{}")
-                native = bool(body.get("tools"))
-                message = native_reply(body) if native else None
-                text = (
-                    json.dumps(message.get("tool_calls") or message["content"])
-                    if message
-                    else reply_for(body)
-                )
+                logprobs, message = None, None
+                if body.get("top_logprobs"):  # a yes/no judgment of the rank policies
+                    text, logprobs = judge_reply(body, fake.logprobs)
+                elif body.get("tools"):  # the native protocol: a tool call
+                    message = native_reply(body)
+                    text = json.dumps(message.get("tool_calls") or message["content"])
+                else:
+                    text = reply_for(body)
                 with fake._lock:
                     fake.in_flight += 1
                     fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
@@ -270,6 +293,7 @@ class FakeEndpoint:
                                 "finish_reason": "tool_calls"
                                 if message and message.get("tool_calls")
                                 else "stop",
+                                "logprobs": logprobs,
                             }
                         ],
                         "usage": {

@@ -244,8 +244,9 @@ def test_old_flat_profiles_load_through_the_legacy_mapper_as_the_same_scaffolds(
         prof["system_prompt_file"] = str(REPO / prof["system_prompt_file"])
     (tmp_path / "old.yaml").write_text(yaml.safe_dump(old))
     then, now = load_config(tmp_path / "old.yaml", env={}), load_config(REPO / "profiles.yaml", env={})
-    assert set(then.scaffolds) == set(now.scaffolds)
-    for name in ("plain", "base", *now.scaffolds):
+    # Presets added after it whose aid has no flat key (issue 49's RankStart) are today's only.
+    assert set(then.scaffolds) == set(now.scaffolds) - {"rank", "rank-explore"}
+    for name in ("plain", "base", *then.scaffolds):
         assert then.scaffold(name).scaffold == now.scaffold(name).scaffold, name
     for name, profile in now.profiles.items():
         assert then.profile(name).scaffold == profile.scaffold, name

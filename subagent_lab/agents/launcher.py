@@ -24,7 +24,7 @@ from subagent_lab.core.trace import RunEnded, SubagentEvent, TraceWriter, new_id
 from subagent_lab.core.types import ModelChoice, TerminalReason
 from subagent_lab.local_models import factory
 from subagent_lab.local_models.factory import ModelFactory
-from subagent_lab.scaffold.retrieval_start import candidates_of_trace
+from subagent_lab.scaffold.retrieval_start import candidates_of_trace, scores_of_trace
 from subagent_lab.workspace.sandbox import Workspace
 
 __all__ = [
@@ -146,6 +146,7 @@ class SubagentLauncher:
         model_id, fallback = served_identity(
             model.config.model, model.fallback, outcome.served_model_ids, outcome.terminal_reason
         )
+        starts = profile.scaffold.has("RetrievalStart") or profile.scaffold.has("RankStart")
         result = SubagentResult(
             run_id=plan.run_id,
             session_id=self.session_id,
@@ -166,7 +167,8 @@ class SubagentLauncher:
             policies=policy_names(plan.policies),
             aids_grammar=grammar,
             aids_checked=checked,
-            retrieval=candidates_of_trace(plan.trace_path) if profile.scaffold.has("RetrievalStart") else [],
+            retrieval=candidates_of_trace(plan.trace_path) if starts else [],
+            candidate_scores=scores_of_trace(plan.trace_path) if starts else {},
         )
         return SubagentResult.model_validate_json(self.config.redactor().json_line(to_json(result)))
 

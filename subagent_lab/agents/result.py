@@ -95,6 +95,10 @@ class SubagentResult(RunResult):
     candidates, ``path:line`` best first, what Find and Search gave before the model chose. Marked
     apart from the answer: ``contract`` is the model's, which may keep, narrow, drop or add to
     them. Empty under any other scaffold."""
+    candidate_scores: dict[str, float] = Field(default_factory=dict)
+    """Under a scaffold whose ``RetrievalStart`` has the model judge its pool (``rank``,
+    ``rank-explore``): each judged unit's P(yes), by ``path:line``, in retrieval order. Empty
+    otherwise."""
 
     @property
     def summary(self) -> str:

@@ -16,6 +16,8 @@ A *floor* is an arm that runs no language model: ``none`` (the no-model baseline
 ``benchmarks/bench_explore.py``). A group's *strongest floor* is its floor arm with the highest
 mean on the group's tasks (ties: the first by name); each arm's lift over it is paired by task,
 like the lift over ``none``.
+Where rows carry ``candidate_recall`` (runs that start from the retrieval's pool), each arm's
+candidate recall@K stands beside its mean: the ceiling any reranking of that pool could reach.
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ not ``absent`` (the headline, where some are), those of them whose prompt names 
 absent ones."""
 LEAK_FLAG = "names_gold_symbol"
 """The mined tasks' ``meta`` flag (``bench.mine``): the prompt names a gold function or class."""
+POOL = "candidate_recall"
+"""A row's candidate recall@K (``bench.pool``: a gold unit anywhere in the retrieval's pool, the
+ceiling of any reranking of it); ``lift_table`` reports its mean beside each arm where rows have it."""
 FLOOR_COLUMNS = ["floor", "floor_mean", "floor_lift", "floor_lift_ci_low", "floor_lift_ci_high",
                  "floor_wins", "floor_losses", "floor_ties", "floor_sign_p"]  # fmt: skip
 """The columns ``lift_table`` adds after ``compare_table``'s."""
@@ -172,6 +177,20 @@ def _with_floor(table: pd.DataFrame, df: pd.DataFrame, groups: list[str], value:
     return pd.concat([table, add], axis=1)
 
 
+def _with_pool(table: pd.DataFrame, df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """``table`` with each row's mean candidate recall@K over its tasks (``POOL``; NaN where its
+    runs had no pool)."""
+    means = []
+    for _, row in table.iterrows():
+        mask = pd.Series(True, index=df.index)
+        for column in keys:
+            mask &= (df[column] == row[column]) | (df[column].isna() & pd.isna(row[column]))
+        values = pd.to_numeric(df.loc[mask, POOL], errors="coerce")
+        rows = df.loc[mask].assign(_pool=values).dropna(subset=["_pool"])
+        means.append(float(rows.groupby("task_id")["_pool"].mean().mean()) if len(rows) else math.nan)
+    return table.assign(**{POOL: means})
+
+
 def lift_table(
     df: pd.DataFrame,
     value: str = "quality",
@@ -196,6 +215,8 @@ def lift_table(
     for order, (subset, part) in enumerate(subsets):
         table = compare_table(part, [*groups, ARM], baseline, value=value)
         table = _with_floor(table, part, groups, value, floors)
+        if POOL in part.columns:
+            table = _with_pool(table, part, [*groups, ARM])
         if apart:
             table.insert(len(groups), "tasks", subset)
             head = subsets[0][1] if subset != "absent" else part[:0]
@@ -352,6 +373,8 @@ def readable_lift(table: pd.DataFrame) -> pd.DataFrame:
         out["sign p vs no-model"] = [_p(p) for p in table["sign_p"]]
     if "leaks" in table.columns:
         out.insert(list(out.columns).index("tasks") + 1, "leaks", table["leaks"].astype(int))
+    if POOL in table.columns:  # the ceiling of any reranking of the retrieval's pool
+        out["candidate recall@K"] = ["" if math.isnan(v) else f"{v:.2f}" for v in table[POOL]]
     if "floor" in table.columns:
         out["strongest floor"] = [
             "" if f is None or pd.isna(f) else f"{f} {m:.2f}"

@@ -99,7 +99,7 @@ class CallRecord:
                 text=event.text, tool_calls=[ToolCall.model_validate(c) for c in event.tool_calls],
                 usage=event.usage, finish_reason=event.finish_reason, model_id=event.model_id,
                 parse_ok=event.parse_ok, cache_hit=True, latency_s=0.0, attempts=0,
-                raw_text=event.raw_text, adapted=list(event.adapted),
+                raw_text=event.raw_text, adapted=list(event.adapted), top_logprobs=event.top_logprobs,
             )  # fmt: skip
             self._calls.setdefault((choice, event.request_key), []).append(response)
 

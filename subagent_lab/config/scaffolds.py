@@ -189,6 +189,9 @@ def symbol_tools_allowed(scaffold: Scaffold, tools: tuple[str, ...]) -> list[str
     problems = []
     if held & set(SYMBOL_TOOLS) and scaffold.observation.tool_interface != "simple":
         problems.append("tools: Find, Refs, Outline and Search exist in tool_interface 'simple' only")
-    if scaffold.has("RetrievalStart") and not {"Find", "Search"} <= held:
-        problems.append("RetrievalStart: the retrieval calls Find and Search; add SymbolTools")
+    for aid in ("RetrievalStart", "RankStart"):
+        if scaffold.has(aid) and not {"Find", "Search"} <= held:
+            problems.append(f"{aid}: the retrieval calls Find and Search; add SymbolTools")
+    if scaffold.has("RetrievalStart") and scaffold.has("RankStart"):
+        problems.append("RankStart: it runs RetrievalStart's retrieval itself; remove RetrievalStart")
     return problems

@@ -14,11 +14,12 @@ from subagent_lab.core.budget import count_call, whole
 from subagent_lab.core.context import compact
 from subagent_lab.core.contracts import contract_schema
 from subagent_lab.core.evidence import bounded_answer
+from subagent_lab.core.judge import TOP_LOGPROBS, p_yes
 from subagent_lab.core.loop_state import Run
 from subagent_lab.core.model import ModelCallError, same_model
 from subagent_lab.core.policy import FINISH_SCHEMA, ActionMenu
 from subagent_lab.core.tokens import TokenCount, prompt_counter
-from subagent_lab.core.trace import BudgetDecision, Compacted, ModelCalled, ModelCallFailed
+from subagent_lab.core.trace import BudgetDecision, CandidateJudged, Compacted, ModelCalled, ModelCallFailed
 from subagent_lab.core.types import (
     Cancelled,
     LimitReached,
@@ -31,7 +32,7 @@ from subagent_lab.core.types import (
     request_digest,
 )
 
-Purpose = Literal["step", "final", "repair", "grace", "check"]
+Purpose = Literal["step", "final", "repair", "grace", "check", "score"]
 COMPACT_TARGET = 0.7
 """Compaction shrinks the prompt to this share of the context budget, so it does not run every step."""
 
@@ -239,3 +240,38 @@ def fit_context(run: Run, request: ModelRequest) -> TokenCount:
     run.trace.emit(Compacted, before_tokens=count.tokens, after_tokens=after.tokens, messages_compacted=edits)
     # Shortened results are no longer in view: calling those tools again is no repeat.
     return after
+
+
+def call_judge(run: Run, messages: list[Message], item: str, rank: int) -> float:
+    """One candidate judged: a one-token yes/no call on ``messages`` of its own (not the
+    conversation, which it leaves as it was), greedy, asking for the first token's log-probabilities;
+    budgeted, charged and traced like any call (``ModelCalled`` with purpose ``score``), then one
+    ``CandidateJudged`` event with its P(yes) (``judge.p_yes``). A refused or failed call ends the
+    run as any call's would."""
+    if run.deps.cancel is not None and run.deps.cancel.is_set():
+        raise Cancelled("cancelled by the caller")
+    time_left = run.spec.timeout_s - (time.monotonic() - run.state.started)
+    if time_left <= 0:
+        raise LimitReached("timeout", f"wall-clock limit of {run.spec.timeout_s:.0f}s reached")
+    request = ModelRequest(
+        messages=messages, phase="final", temperature=0.0, seed=run.spec.seed, timeout_s=time_left,
+        top_logprobs=TOP_LOGPROBS,
+    )  # fmt: skip
+    count = _count(run, request)
+    _admit(run, request, count, 1, "score")
+    try:
+        response = run.deps.model.complete(request)
+    except ModelCallError as exc:
+        _charge_failure(run, count, exc, "score")
+    _charge(run, count, response, "score")
+    run.trace.emit(
+        ModelCalled, purpose="score", prompt_tokens_est=count.tokens, prompt_exact=count.exact,
+        max_tokens=request.max_tokens, usage=run.state.usage_by_call[-1], latency_s=response.latency_s,
+        finish_reason=response.finish_reason, attempts=response.attempts, model_id=response.model_id,
+        text=response.text, parse_ok=response.parse_ok, cache_hit=response.cache_hit,
+        top_logprobs=response.top_logprobs, request_key=request_digest(request),
+    )  # fmt: skip
+    _check_served(run, response)
+    p, source = p_yes(response.top_logprobs, response.text)
+    run.trace.emit(CandidateJudged, item=item, rank=rank, p_yes=p, source=source, answer=response.text[:40])
+    return p

@@ -17,13 +17,14 @@ the attempts and the reviews' own spend left of the run's limits. A parent's ver
 
 from __future__ import annotations
 
+import json
 import time
 import traceback
 from collections.abc import Sequence
 from typing import Any, NoReturn, cast
 
 from subagent_lab.core.budget import Budget, BudgetNode
-from subagent_lab.core.calls import Purpose, answer_schema, call_model
+from subagent_lab.core.calls import Purpose, answer_schema, call_judge, call_model
 from subagent_lab.core.contracts import (
     action_in_answer,
     final_prompt,
@@ -62,6 +63,10 @@ class _LoopRun(Run):
         response = call_model(self, asked, phase="final", schema=schema, max_tokens=max_tokens, greedy=True)
         self.state.messages.append(Message(role="assistant", content=response.text))
         return response.text
+
+    def judge(self, messages: list[Message], item: str, rank: int) -> float:
+        """One candidate judged apart from the conversation (``calls.call_judge``)."""
+        return call_judge(self, messages, item, rank)
 
     def call_tools(self, calls: Sequence[ToolCall]) -> None:
         """Tool calls of the harness's own, one after another, each run as a turn's call; the
@@ -238,6 +243,10 @@ def _finish(run: Run, response: ModelResponse) -> NoReturn:
         for policy in run.policies:
             policy.before_final(run)
         run.add_prompt("final", _final_prompt(run))
+        written = next((w for p in run.policies if (w := p.write_answer(run)) is not None), None)
+        if written is not None:  # the harness's own answer: accepted, or the model repairs it
+            _judge(run, json.dumps(written, ensure_ascii=False))
+            candidate = "harness"
     _final_answer(run, "repair" if candidate else "final")
 
 

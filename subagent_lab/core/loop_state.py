@@ -279,5 +279,8 @@ class Run:
     def ask(self, purpose: str, schema: dict[str, Any], max_tokens: int) -> str:
         raise NotImplementedError("the loop's run answers this")
 
+    def judge(self, messages: list[Message], item: str, rank: int) -> float:
+        raise NotImplementedError("the loop's run answers this")
+
     def call_tools(self, calls: Sequence[ToolCall]) -> None:
         raise NotImplementedError("the loop's run answers this")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from subagent_lab.core.tool import Tool
-from subagent_lab.core.types import Span, Stop, ToolCall, ToolOutcome
+from subagent_lab.core.types import Message, Span, Stop, ToolCall, ToolOutcome
 
 FINISH = "finish"
 """The action that ends the working phase: the final answer follows in a call of its own."""
@@ -135,6 +135,11 @@ class RunView(Protocol):
         """One greedy model call of the harness's own, under the run's budget; its text."""
         ...
 
+    def judge(self, messages: list[Message], item: str, rank: int) -> float:
+        """One candidate judged by the model, apart from the conversation: a one-token yes/no
+        call on ``messages`` under the run's budget; its P(yes) (``core.judge``), traced."""
+        ...
+
     def call_tools(self, calls: Sequence[ToolCall]) -> None:
         """Run tool calls of the harness's own as one turn runs a model's (the gate, the trace's
         tool events, seen spans, every policy's ``observe``); the conversation shows them as an
@@ -199,6 +204,11 @@ class Policy:
 
     def before_final(self, run: RunView) -> None:
         """Act before the final answer is asked for (add a prompt, ``ask`` the model)."""
+
+    def write_answer(self, run: RunView) -> dict[str, Any] | None:
+        """The final answer the harness writes instead of asking the model (checked against the
+        contract like the model's; a rejected one goes to the model as a repair), or None."""
+        return None
 
     def final_prompt(self, run: RunView, lead: str, prompt: str) -> str:
         """The final prompt so far (``lead`` is where it began); returns it, extended or replaced."""

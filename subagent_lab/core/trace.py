@@ -115,7 +115,7 @@ class Compacted(_Event):
 
 class ModelCalled(_Event):
     kind: Literal["model_called"] = "model_called"
-    purpose: Literal["step", "final", "repair", "grace", "check"]
+    purpose: Literal["step", "final", "repair", "grace", "check", "score"]
     prompt_tokens_est: int
     """The pre-call count (see ``BudgetDecision``); ``usage.prompt_tokens`` is the provider's figure."""
     prompt_exact: bool = False
@@ -139,9 +139,28 @@ class ModelCalled(_Event):
     """Tool -> argument -> the only values the grammar offered."""
     narrowed_by: list[str] = Field(default_factory=list)
     """The policies that narrowed this call's action menu."""
+    top_logprobs: dict[str, float] | None = None
+    """A judged candidate's call (purpose ``score``): the first token's alternatives the endpoint
+    returned (None: none asked, or none returned); a replay serves them again."""
     request_key: str = ""
     """SHA-256 of the request as sent, its timeout left out (``types.request_digest``): a replay
     serves this call's response to an identical request ("" in traces written before it)."""
+
+
+class CandidateJudged(_Event):
+    """One candidate the model judged (``core.judge``): its P(yes) for the request, read from the
+    first token's log-probabilities (``source="logprobs"``) or, where the endpoint returned none,
+    from the generated word (``"generated"``: 1.0 yes, 0.0 no, 0.5 neither)."""
+
+    kind: Literal["candidate_judged"] = "candidate_judged"
+    item: str
+    """The candidate as cited (``path:line`` of its header)."""
+    rank: int
+    """Its retrieval rank (1 = first)."""
+    p_yes: float
+    source: Literal["logprobs", "generated"]
+    answer: str = ""
+    """The generated token."""
 
 
 class ActionForced(_Event):
@@ -246,6 +265,7 @@ Event = Annotated[
     | BudgetDecision
     | Compacted
     | ModelCalled
+    | CandidateJudged
     | ActionForced
     | ModelCallFailed
     | ToolStarted

@@ -125,6 +125,10 @@ class ModelRequest(BaseModel):
     temperature: float = 0.0
     seed: int | None = 0
     timeout_s: float = 120.0
+    top_logprobs: int = Field(default=0, ge=0, le=20)
+    """Ask the endpoint for the log-probabilities of this many likeliest alternatives of each
+    generated token (OpenAI ``logprobs``/``top_logprobs``); 0: none asked (a judged candidate's
+    one-token yes/no asks for them, ``core.judge``)."""
 
 
 class ModelResponse(BaseModel):
@@ -153,6 +157,9 @@ class ModelResponse(BaseModel):
     an answer read out of fenced text or a tool call, or cut to its grammar (``adapted``)."""
     adapted: list[str] = Field(default_factory=list)
     """The cuts the adapter made to an answer decoded without its grammar, one note each."""
+    top_logprobs: dict[str, float] | None = None
+    """Where the request asked for them: the first generated token's likeliest alternatives, token
+    text -> log-probability, as the endpoint returned them; None when it returned none."""
 
 
 class Span(NamedTuple):
@@ -253,15 +260,15 @@ def request_digest(request: ModelRequest) -> str:
 
     Data nested past the serialiser's depth limit (a Python-level model's Task context 300 levels
     deep) is hashed through ``canonical_json``, which recurses on nothing: a digest, not a crash.
+    A request that asks for no log-probabilities hashes as it did before the field existed.
     """
+    unhashed = _UNHASHED | ({"top_logprobs"} if not request.top_logprobs else set())
     try:
         blob = json.dumps(
-            request.model_dump(mode="json", exclude=set(_UNHASHED)), sort_keys=True, ensure_ascii=False
+            request.model_dump(mode="json", exclude=set(unhashed)), sort_keys=True, ensure_ascii=False
         )
     except (ValueError, RecursionError):  # "Maximum serialization depth exceeded"
-        fields = {
-            name: getattr(request, name) for name in type(request).model_fields if name not in _UNHASHED
-        }
+        fields = {name: getattr(request, name) for name in type(request).model_fields if name not in unhashed}
         blob = canonical_json(fields)
     # surrogatepass: a hostile server's lone surrogates reach the request as text and must hash
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()

@@ -13,13 +13,14 @@ from typing import Any
 
 from subagent_lab.agents.launcher import ModelFactory, SubagentLauncher, SubagentRequest
 from subagent_lab.analysis.metrics import child_metrics
+from subagent_lab.bench.pool import pool_recall
 from subagent_lab.bench.scoring import context_from_events, score_run
 from subagent_lab.config.endpoints import ModelConfig
 from subagent_lab.config.parsed import parsed_config
 from subagent_lab.config.profiles import LabConfig
 from subagent_lab.config.scaffolds import scaffold_hash
 from subagent_lab.core.model import Model
-from subagent_lab.core.trace import Redactor, read_trace
+from subagent_lab.core.trace import CandidateJudged, Redactor, read_trace
 from subagent_lab.core.types import ModelChoice
 from subagent_lab.experiments.rows import base_row, origin_columns, result_row
 from subagent_lab.experiments.spec import RunSpec
@@ -27,6 +28,7 @@ from subagent_lab.local_models import factory as local_factory
 from subagent_lab.local_models.namespace import config_namespace
 from subagent_lab.models.cache import CachingModel
 from subagent_lab.models.pool import pooled_factory
+from subagent_lab.scaffold.retrieval_start import pool_in_trace
 
 
 def _caching_factory(
@@ -82,6 +84,12 @@ def execute_run(run: RunSpec, model_factory: ModelFactory | None = None) -> dict
         folded = child_metrics(events) if events is not None else None
         row = result_row(run, result.model_dump(mode="json"), score.model_dump(mode="json") if score else {})
         row.update(origin_columns(events or []))
+        pool = pool_in_trace(events or [])  # candidate recall@K: a gold unit anywhere in the pool
+        row.update(candidate_recall=pool_recall(run.task, root, pool), pool_size=len(pool) or None)
+        # Judged without logprobs (an endpoint that returns none): P(yes) from the generated word.
+        judged = [e for e in events or [] if isinstance(e, CandidateJudged)]
+        generated = sum(e.source == "generated" for e in judged)
+        row.update(judged=len(judged) or None, judged_generated=generated if judged else None)
         ran = scaffold_hash(profile.scaffold)
         # The retrieval floor holds the symbol tools whatever the preset (its definition), so its
         # run is labelled by the preset it was asked under: the floor of that scaffold's models.

@@ -9,8 +9,10 @@ Act phase, first rule that applies:
    e.g. a forced first search): that tool with the first offered values not called before.
 2. The last observation's ``Next:`` line names an allowed call not made before (its constrained
    arguments among the offered values): make it.
-3. No tool call made yet: Grep for the task's first code-like name (a backticked word, a dotted,
-   snake_case or CamelCase name, else its longest word) — structure of the text, no word list.
+3. No tool call made yet: Grep for the request's first code-like name (a backticked word, a
+   dotted, snake_case or CamelCase name, else its longest word) — structure of the text, no word
+   list. The request is the task without a harness template around it
+   (``tools.symbols.query.request_of``): the template's own longest word is no name of the task.
 4. Otherwise finish when the grammar allows it, else the first offered call not made before.
 
 Final phase (the answer, a repair, or a harness question): one JSON value built from the schema
@@ -31,6 +33,7 @@ from typing import Any
 
 from subagent_lab.core.context import estimate_messages, estimate_text
 from subagent_lab.core.types import Message, ModelRequest, ModelResponse, ToolCall, Usage
+from subagent_lab.tools.symbols.query import request_of
 
 BASELINE_MODEL_ID = "none"
 FINISH = "finish"
@@ -140,7 +143,7 @@ def choose_action(request: ModelRequest) -> tuple[str, dict[str, Any]]:
         fresh = (tool, json.dumps(args, sort_keys=True)) not in made
         if tool == FINISH or (fresh and _fits(args, request.arg_choices.get(tool, {}))):
             return tool, args
-    name = task_name(task_text(request.messages))
+    name = task_name(request_of(task_text(request.messages)))
     if not made and "Grep" in tools and name:
         return "Grep", {"pattern": name}
     if FINISH in allowed or not tools:

@@ -50,12 +50,14 @@ _RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 BODY_ORDER = (
     "model",
     "messages",
+    "logprobs",
     "max_tokens",
     "response_format",
     "seed",
     "temperature",
     "tool_choice",
     "tools",
+    "top_logprobs",
 )
 """The request body's keys in the order the SDK's ``chat.completions.create`` writes them, so the body
 posted here is the same bytes (``tests/test_adapter.py`` compares the two requests)."""
@@ -111,6 +113,26 @@ def retry_after_seconds(value: str | None) -> float | None:
     if not math.isfinite(seconds) or seconds < 0:
         return None
     return min(seconds, MAX_RETRY_AFTER_S)
+
+
+def first_token_logprobs(raw: Any) -> dict[str, float] | None:
+    """The first generated token's alternatives in a chat completion (``choices[0].logprobs
+    .content[0].top_logprobs``), token text -> log-probability (the likelier of a repeated text);
+    None when the endpoint sent none or sent something else (not finite numbers, not text)."""
+    try:
+        content = raw.choices[0].logprobs.content
+        first = content[0] if content else None
+        alternatives = list(first.top_logprobs or []) if first is not None else []
+        if first is not None and not alternatives:  # no alternatives: the token itself
+            alternatives = [first]
+        out: dict[str, float] = {}
+        for alt in alternatives:
+            token, value = alt.token, float(alt.logprob)
+            if isinstance(token, str) and math.isfinite(value) and value <= 0:
+                out[token] = max(value, out.get(token, -math.inf))
+        return out or None
+    except (AttributeError, IndexError, TypeError, ValueError):
+        return None
 
 
 class OpenAIChatModel:
@@ -198,6 +220,9 @@ class OpenAIChatModel:
         }
         if request.seed is not None:
             kwargs["seed"] = request.seed
+        if request.top_logprobs:  # a judged candidate: the first token's alternatives (core.judge)
+            kwargs["logprobs"] = True
+            kwargs["top_logprobs"] = request.top_logprobs
         schema: dict[str, Any] | None = None
         if request.phase == "final":
             schema = decoding_schema(request.final_schema) if request.final_schema else None
@@ -281,6 +306,8 @@ class OpenAIChatModel:
                     grammar=self.constrain_output,
                 )
                 response.spent_attempts = spent
+                if request.top_logprobs:
+                    response.top_logprobs = first_token_logprobs(raw)
                 return response
             except openai.APIStatusError as exc:
                 retryable = exc.status_code in _RETRY_STATUS

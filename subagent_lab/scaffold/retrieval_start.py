@@ -2,14 +2,15 @@
 the task's retrieval as tool calls, and the final answer starts from the retrieval's best units.
 
 Issue 37: on code nobody here tuned on, the explore child answered worse than one call of its own
-``Search``. So the harness makes that call first (``tools/symbols/retrieve.py``: Find on the task's
-code-like names, then Search on its text), through the real tools, so the trace records harness
-calls (ids ``HARNESS_CALL``) and what they printed counts as seen. A short note after them numbers
-the best ``k`` units: the *candidates*, each cited by its header line. The final prompt lists them
-first, numbered, and the answer's grammar offers them first, then what the model's own calls
-showed: the model keeps, drops, narrows (a line inside a candidate) or adds. The harness never
-fills in an answer the model left empty; the no-model policy, taking the first offered items, cites
-the candidates as given, which makes it this scaffold's own floor.
+``Search``. So the harness makes that call first (``tools/symbols/retrieve.py``: Find on the
+request's code-like names, then Search on the request, the task without the harness's template),
+through the real tools, so the trace records harness calls (ids ``HARNESS_CALL``) and what they
+printed counts as seen. A short note after them numbers the best ``k`` units: the *candidates*,
+each cited by its header line. The final prompt lists them first, numbered, and the answer's
+grammar offers them first, then what the model's own calls showed: the model keeps, drops, narrows
+(a line inside a candidate) or adds. The harness never fills in an answer the model left empty; the
+no-model policy, taking the first offered items, cites the candidates as given, which makes it this
+scaffold's own floor.
 """
 
 from __future__ import annotations
@@ -24,18 +25,18 @@ from pydantic import Field
 
 from subagent_lab.core.evidence import constrain_evidence
 from subagent_lab.core.policy import HARNESS_CALL, CallResult, Policy, RunView
-from subagent_lab.core.trace import Event, PromptAdded, read_trace
+from subagent_lab.core.trace import CandidateJudged, Event, PromptAdded, read_trace
 from subagent_lab.core.types import Span, ToolCall
 from subagent_lab.scaffold.cite_from_seen import unit_items
 from subagent_lab.scaffold.ranking import LINE_TEXT_CHARS, line_texts
 from subagent_lab.tools.symbols import SYMBOL_TOOLS
 from subagent_lab.tools.symbols.index import index_for
 from subagent_lab.tools.symbols.retrieve import (
-    MAX_QUERY_CHARS,
     SHOWN,
     RetrievedUnit,
     found_names,
     retrieve,
+    search_query,
 )
 
 PURPOSE = "retrieval"
@@ -95,6 +96,24 @@ def candidates_of_trace(path: str | Path) -> list[str]:
         return []
 
 
+def pool_in_trace(events: Sequence[Event]) -> list[str]:
+    """The retrieval's pool a run had (``path:line`` items): the units the model judged
+    (``candidate_judged``, ``RankStart``), else the candidates the note listed; [] without either.
+    Candidate recall@K is measured on it (``bench.pool``)."""
+    judged = list(dict.fromkeys(e.item for e in events if isinstance(e, CandidateJudged)))
+    return judged or candidates_in_trace(events)
+
+
+def scores_of_trace(path: str | Path) -> dict[str, float]:
+    """Each judged candidate's P(yes) in the trace at ``path`` (its ``candidate_judged`` events), by
+    item, in the order judged; {} without any or when it cannot be read."""
+    try:
+        events = read_trace(path)
+    except (OSError, ValueError):
+        return {}
+    return {e.item: e.p_yes for e in events if isinstance(e, CandidateJudged)}
+
+
 @dataclass
 class RetrievalStart(Policy):
     """The harness's retrieval before the first action; its best ``k`` units are the candidates.
@@ -125,18 +144,28 @@ class RetrievalStart(Policy):
             return
         index = index_for(run.tool_context)
         shown = min(int(run.tools[t].bound.get("limit", SHOWN)) for t in NEEDED)
-        self._candidates = retrieve(run.task, index, self.k, shown=shown)
+        pool = self.pool_size()
+        self._candidates = retrieve(run.task, index, max(self.k, pool), shown=max(shown, pool))
         calls = [
             ToolCall(id=f"{HARNESS_CALL}find-{i}", name="Find", arguments={"name": name})
             for i, name in enumerate(found_names(run.task, index))
         ]
-        query = run.task[:MAX_QUERY_CHARS]
+        query = search_query(run.task)  # the request, not the harness's template around it
         calls.append(ToolCall(id=f"{HARNESS_CALL}search", name="Search", arguments={"query": query}))
         run.call_tools(calls)
+        self._candidates = self.reranked(run, shown)[: self.k]
         self._started = True
         if self._candidates:
             lines = [candidate_line(n, unit) for n, unit in enumerate(self._candidates, start=1)]
             run.add_prompt(PURPOSE, "\n".join([NOTE_HEAD, *lines]))
+
+    def pool_size(self) -> int:
+        """Units the retrieval returns before any re-ranking (``RankStart`` judges more)."""
+        return self.k
+
+    def reranked(self, run: RunView, shown: int) -> list[RetrievedUnit]:
+        """The retrieval's units in the order the candidates take (here: as retrieved)."""
+        return self._candidates
 
     def observe(self, run: RunView, results: Sequence[CallResult]) -> None:
         if not self._started:

@@ -23,6 +23,7 @@ from subagent_lab.scaffold.finish_when import FinishWhen
 from subagent_lab.scaffold.first_search import FirstSearch
 from subagent_lab.scaffold.grace import Grace
 from subagent_lab.scaffold.paths_from_seen import PathsFromSeen
+from subagent_lab.scaffold.rank_start import RankStart
 from subagent_lab.scaffold.read_after_hits import ReadAfterHits
 from subagent_lab.scaffold.read_on import ReadOn
 from subagent_lab.scaffold.repo_map import RepoMap
@@ -50,6 +51,7 @@ ORDER: list[type[Policy]] = [
     # The final answer: the listing and evidence choices first, the absence verdict over them.
     CiteFromSeen,
     RetrievalStart,  # the harness's retrieval before the first action; its candidates lead the answer
+    RankStart,  # ... or the same retrieval's pool scored by the model, the fused best leading it
     AbsenceCheck,
     RequireEvidence,
     Grace,

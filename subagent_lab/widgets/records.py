@@ -16,6 +16,7 @@ from subagent_lab.analysis.evidence_origin import EvidenceOrigin, evidence_origi
 from subagent_lab.core.contracts import EvidenceCheck, ground_evidence
 from subagent_lab.core.trace import (
     BudgetDecision,
+    CandidateJudged,
     Compacted,
     ContractChecked,
     Event,
@@ -183,6 +184,9 @@ def step_records(events: Sequence[Event]) -> list[StepRecord]:
                 event.finish_reason,
                 event.cache_hit,
             )
+        elif isinstance(event, CandidateJudged) and steps:  # the score call it follows shows it
+            score = f"P(yes) {event.p_yes:.2f} for {event.item} (rank {event.rank}, {event.source})"
+            steps[-1].text += "\n" + score
         elif isinstance(event, ModelCallFailed):
             cumulative += event.usage.total_tokens
             record = new_step(event.step, event.purpose)

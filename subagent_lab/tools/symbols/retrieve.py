@@ -1,5 +1,9 @@
-"""The retrieval a task gets before any model acts, written once: Find on the task's code-like
-names, then Search on its text; the units in that order, each cited by its header line.
+"""The retrieval a task gets before any model acts, written once: Find on the request's code-like
+names, then Search on the request; the units in that order, each cited by its header line.
+
+The request is the task without a harness template around it (``query.request_of``): searching the
+template's words too pulled the ranking towards code that says "function", "class" and "change"
+(audit-validity turn 5 §6).
 
 This is the floor issue 37 asks the explore child never to start below (audit-validity turn 4, Q2:
 F2). Pure: the same task and index give the same units. ``scaffold/retrieval_start.py`` runs the
@@ -15,6 +19,7 @@ from typing import Literal
 
 from subagent_lab.tools.symbols.index import SymbolIndex, is_name, symbol_name
 from subagent_lab.tools.symbols.parse import Definition
+from subagent_lab.tools.symbols.query import request_of
 from subagent_lab.tools.symbols.search import ranked_units
 
 MAX_NAMES = 3
@@ -74,20 +79,35 @@ def code_names(task_text: str, limit: int = MAX_NAMES * 4) -> list[str]:
 
 
 def found_names(task_text: str, index: SymbolIndex, limit: int = MAX_NAMES) -> list[str]:
-    """The task's code-like names the index defines, at most ``limit``: the ones worth a Find."""
-    return [name for name in code_names(task_text) if index.find(name)[0]][:limit]
+    """The request's code-like names the index defines, at most ``limit``: the ones worth a Find."""
+    return [name for name in code_names(request_of(task_text)) if index.find(name)[0]][:limit]
+
+
+def search_query(task_text: str) -> str:
+    """What the retrieval's Search ranks for: the request (``query.request_of``), cut to
+    ``MAX_QUERY_CHARS``."""
+    return request_of(task_text)[:MAX_QUERY_CHARS]
 
 
 def retrieve(
-    task_text: str, index: SymbolIndex, k: int, *, per_name: int = PER_NAME, shown: int = SHOWN
+    task_text: str,
+    index: SymbolIndex,
+    k: int,
+    *,
+    per_name: int = PER_NAME,
+    shown: int = SHOWN,
+    request: str | None = None,
 ) -> list[RetrievedUnit]:
-    """The task's best ``k`` units: the definitions of its code-like names (``found_names``, each
-    name's first ``per_name`` as Find lists them), then the units Search ranks for its text, each
-    unit once, in that order. Only units among the first ``shown`` a Find or Search call lists."""
+    """The task's best ``k`` units: the definitions of its request's code-like names
+    (``found_names``, each name's first ``per_name`` as Find lists them), then the units Search
+    ranks for the request (``search_query``), each unit once, in that order. Only units among the
+    first ``shown`` a Find or Search call lists. ``request``: the text searched instead of the
+    task's request (a benchmark's other query; ``benchmarks/bench_pool.py``)."""
+    text = search_query(task_text) if request is None else request[:MAX_QUERY_CHARS]
     units: dict[tuple[str, int], RetrievedUnit] = {}
-    for name in found_names(task_text, index):
+    for name in found_names(text, index):
         for rel, unit in index.find(name)[0][: min(per_name, shown)]:
             units.setdefault((rel, unit.start), RetrievedUnit(rel, unit, "find"))
-    for hit in ranked_units(index, task_text[:MAX_QUERY_CHARS], shown):
+    for hit in ranked_units(index, text, shown):
         units.setdefault((hit.rel, hit.unit.start), RetrievedUnit(hit.rel, hit.unit, "search"))
     return list(units.values())[: max(k, 0)]

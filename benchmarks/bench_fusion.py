@@ -1,0 +1,89 @@
+"""Choose the fusion weight ``mix`` on mined dev without calling a model again: each ``rank`` run's
+trace holds the P(yes) of every judged unit (``candidate_judged`` events), so the fused best four
+can be recomputed for any ``mix`` (``core.judge.fused_order``, the rule ``RankStart`` applies) and
+scored as the run's answer would be (its picks are the units the harness would cite and look up).
+
+Prints, per model: function Acc@5 and unit recall@4 [bootstrap 95% CI] for each ``mix`` of
+``MIXES`` (0: the retrieval's order, the floor; 1: the model's P(yes) alone), and each mix's paired
+lift over ``mix = 0``. The rule (docs/evaluation.md §7): the mix with the highest function Acc@5
+for main, provided light is not below its floor at it.
+
+Usage: python benchmarks/bench_fusion.py ROWS.csv [--tasks mined-dev]
+(ROWS.csv: a sweep's or a bench's rows with ``task_id``, ``model_choice`` and ``trace_path``, of
+runs under the ``rank`` or ``rank-explore`` preset on mined dev.)
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+
+from subagent_lab.analysis.stats import mean_ci, paired_difference
+from subagent_lab.bench.scoring import score_run
+from subagent_lab.bench.suite import load_suite
+from subagent_lab.core.judge import fused_order
+from subagent_lab.core.trace import CandidateJudged, read_trace
+
+MIXES = (0.0, 0.25, 0.5, 0.75, 1.0)
+CITED = 4
+TEST_SPLITS = ("mined-test", "test", "test-tree")
+
+
+def fusion_rows(rows: pd.DataFrame, tasks: str) -> list[dict[str, object]]:
+    """One row per run with judged units and per mix: the re-fused answer's scores."""
+    by_id = {t.id: t for t in load_suite(tasks)}
+    out: list[dict[str, object]] = []
+    for _, row in rows.iterrows():
+        task = by_id.get(str(row["task_id"]))
+        trace = Path(str(row.get("trace_path") or ""))
+        if task is None or not task.gold or not trace.is_file():
+            continue
+        judged = [(e.item, e.rank, e.p_yes) for e in read_trace(trace) if isinstance(e, CandidateJudged)]
+        if not judged:
+            continue
+        root = task.workspace_root()
+        for mix in MIXES:
+            evidence = fused_order(judged, mix)[:CITED]
+            answer = {"status": "completed", "summary": task.prompt, "findings": [], "evidence": evidence}
+            score = score_run(task, answer, root).model_dump()
+            out.append({
+                "task_id": task.id, "model": str(row["model_choice"]), "model_choice": f"mix={mix}",
+                "func_acc_at5": score["func_acc_at5"], "unit_recall_at4": score["unit_recall_at4"],
+            })  # fmt: skip
+    return out
+
+
+def report(df: pd.DataFrame) -> None:
+    for model, part in df.groupby("model", sort=True):
+        print(f"== {model}: {part['task_id'].nunique()} tasks ==")
+        for mix in MIXES:
+            label = f"mix={mix}"
+            mine = part[part["model_choice"] == label]
+            acc, unit = mean_ci(mine, "func_acc_at5"), mean_ci(mine, "unit_recall_at4")
+            line = f"  {label:9s} func Acc@5 {acc.mean:.3f} [{acc.low:.3f}, {acc.high:.3f}]"
+            line += f"; unit recall@4 {unit.mean:.3f}"
+            if mix:
+                d = paired_difference(part, label, "mix=0.0", value="func_acc_at5")
+                line += f"; − retrieval order {d.diff.mean:+.3f} [{d.diff.low:+.3f}, {d.diff.high:+.3f}]"
+            print(line)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("rows", help="a CSV of rank runs (task_id, model_choice, trace_path)")
+    parser.add_argument("--tasks", default="mined-dev", help="the runs' task file or split (dev only)")
+    args = parser.parse_args()
+    if args.tasks in TEST_SPLITS or "test" in Path(args.tasks).stem:
+        parser.error(f"{args.tasks}: a test split; mix is chosen on dev only")
+    df = pd.DataFrame(fusion_rows(pd.read_csv(args.rows), args.tasks))
+    if df.empty:
+        print("no run with judged candidates (candidate_judged events) among the rows")
+        return 1
+    report(df)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

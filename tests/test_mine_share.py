@@ -128,3 +128,32 @@ def test_sweep_takes_several_task_files(
     assert "4 tasks from 2 files" in capsys.readouterr().out
     df = pd.read_csv(next((tmp_path / "sw").rglob("results.csv")))
     assert len(df) == 4 and df["func_acc_at5"].notna().all()
+
+
+def test_a_new_user_mines_merges_samples_checks_and_sweeps_the_floors(
+    history: tuple[Path, dict[str, str]], tmp_path: Path, config_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 48's scripted new user, end to end by the command line, in a folder of their own: two
+    ranges mined into two files, merged, a seeded sample drawn, the files checked, the floors swept;
+    an estimate first, Acc@k with intervals and the leak split, and no absolute path left behind."""
+    repo, c = history
+    work = tmp_path / "mine-here"
+    one, two = work / "a" / "one.yaml", work / "b" / "two.yaml"
+    merged, pick = work / "all.yaml", work / "pick.yaml"
+    assert main(["mine", str(repo), "--out", str(one), "--revs", f"{c['init']}..{c['c']}"]) == 0
+    assert main(["mine", str(repo), "--out", str(two), "--revs", f"{c['a']}..HEAD", "--name", "later"]) == 0
+    assert main(["tasks", "merge", str(one), str(two), "-o", str(merged)]) == 0
+    assert main(["mine", str(repo), "--out", str(pick), "--sample", "2", "--seed", "20"]) == 0
+    assert main(["tasks", str(merged)]) == 0 and main(["tasks", str(pick)]) == 0
+    capsys.readouterr()
+    sweep = ["--config", config_path, "sweep", "--tasks", str(merged), "--models", "none,retrieval"]
+    assert main([*sweep, "--out", str(work / "sweeps")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("estimate: 8 runs"), out[:200]
+    table = out[out.index("Localization (Acc@k") :]
+    assert "func Acc@5" in table and "leaks" in table and "[" in table  # intervals beside the means
+    files = [p for p in work.rglob("*") if p.suffix in (".yaml", ".jsonl", ".csv", ".json")]
+    assert len(files) >= 6
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        assert str(tmp_path) not in text and str(repo.resolve()) not in text, path

@@ -341,8 +341,9 @@ def _spec_split(row: dict[str, Any]) -> str | None:
             split = json.loads(spec.read_text(encoding="utf-8")).get("split") if spec.is_file() else None
         except (OSError, ValueError, AttributeError):
             continue
-        if isinstance(split, str) and split:
-            return split
+        if isinstance(split, str) and split:  # a task file's path is saved relative to the sweep
+            relative = place / split
+            return str(relative) if not Path(split).is_absolute() and relative.is_file() else split
     return None
 
 

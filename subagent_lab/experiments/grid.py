@@ -19,6 +19,8 @@ A ``Grid`` supplies its spec (a name and a key), its provenance, its cells and h
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -131,7 +133,9 @@ def run_grid(
     prov = grid.provenance(lab)
     out = grid_dir(grid.spec, Path(out_dir) if out_dir else lab.trace_root() / "sweeps", prov)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "spec.json").write_text(grid.spec.model_dump_json(indent=2))
+    (out / "spec.json").write_text(
+        json.dumps(_movable_spec(grid.spec.model_dump(mode="json"), out), indent=2)
+    )
     note_provenance(grid.spec, out, prov)
     if on_start is not None:
         on_start(out)
@@ -174,3 +178,13 @@ def _run_here(
     finally:
         if executor is None:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _movable_spec(spec: dict[str, Any], out: Path) -> dict[str, Any]:
+    """A grid's spec as ``spec.json`` keeps it: a task file's path (``split``) relative to the grid's
+    directory, as its rows' paths are, so the sweep and its task file can move together and no
+    absolute path of the user's machine is saved; a built-in suite's id stays as it is."""
+    split = spec.get("split")
+    if isinstance(split, str) and os.path.isabs(split):
+        return {**spec, "split": os.path.relpath(split, out)}
+    return spec

@@ -133,9 +133,8 @@ def run_grid(
     prov = grid.provenance(lab)
     out = grid_dir(grid.spec, Path(out_dir) if out_dir else lab.trace_root() / "sweeps", prov)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "spec.json").write_text(
-        json.dumps(_movable_spec(grid.spec.model_dump(mode="json"), out), indent=2)
-    )
+    spec = _movable_spec(json.loads(grid.spec.model_dump_json()), out)
+    (out / "spec.json").write_text(json.dumps(spec, indent=2))
     note_provenance(grid.spec, out, prov)
     if on_start is not None:
         on_start(out)

@@ -15,7 +15,9 @@ an earlier one (a change picked onto two branches).
         [--write [--out DIR]]
 
 Prints the table docs/benchmarks-mined.md shows; ``--write`` writes the task file of each split
-whose packages were all mined (``--split test2 --write`` writes only ``tasks_mined_test2.yaml``).
+whose packages were all mined (``--split test2 --write`` writes only ``tasks_mined_test2.yaml``),
+into ``--out DIR`` (default: the package's ``bench/``, where a committed file, frozen, is never
+replaced by a different one).
 The split is by package (``split`` below), fixed before any run.
 """
 
@@ -285,10 +287,20 @@ def main(argv: list[str] | None = None) -> int:
         for split, path in written(records, Path(args.out)).items():
             tasks = [t for r in records if r["split"] == split for t in r["tasks"]]
             side = "test" if split.startswith("test") else "dev"  # the task file's split field
-            frozen = "FROZEN: tests/test_mined_suite.py checks this file's SHA-256.\n" * (side == "test")
-            mine.write_tasks(path, tasks, suite=f"mined-{split}", split=side,
-                             header=HEADER.format(split=f"mined-{split}", frozen=frozen))  # fmt: skip
-            print(f"{path}: {len(tasks)} tasks, sha256 {hashlib.sha256(path.read_bytes()).hexdigest()}")
+            frozen = "FROZEN: tests/test_mined_suite.py checks this file's SHA-256.\n" * (split != "dev")
+            with tempfile.TemporaryDirectory() as scratch:
+                fresh = Path(scratch) / path.name
+                mine.write_tasks(fresh, tasks, suite=f"mined-{split}", split=side,
+                                 header=HEADER.format(split=f"mined-{split}", frozen=frozen))  # fmt: skip
+                data = fresh.read_bytes()
+            digest = hashlib.sha256(data).hexdigest()
+            if path.is_file() and path.read_bytes() != data and path.parent.resolve() == OUT.resolve():
+                # every committed mined file is frozen: a different file is a new split, written elsewhere
+                print(f"{path}: NOT overwritten (frozen; the new file's sha256 {digest}): use --out DIR")
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            print(f"{path}: {len(tasks)} tasks, sha256 {digest}")
     return 0
 
 

@@ -3,7 +3,7 @@ and the sdists already fetched, with no git history.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/gold_warnings.py [FILE ...]
 
-Per suite file (default: subagent_lab/bench/tasks_mined_{dev,test,test2}.yaml), tasks with each warning
+Per suite file (default: subagent_lab/bench/tasks_mined_{dev,dev2,test,test2}.yaml), tasks with each warning
 of ``bench.gold_warnings``: ``leak`` (the request names a gold unit), ``class-whole`` (a gold span
 that is a whole class), ``long`` (a span over 300 lines); and, for tasks whose sdist tree is in
 ``<cache>/workspaces`` (``subagent-lab tasks FILE`` fetches them), ``unparsable`` (a gold file that
@@ -51,7 +51,7 @@ from subagent_lab.bench.workspace_spec import SdistWorkspace
 from subagent_lab.bench.workspaces import sdist_fetched, sdist_root
 
 BENCH = Path(__file__).resolve().parent.parent / "subagent_lab" / "bench"
-FILES = [BENCH / "tasks_mined_dev.yaml", BENCH / "tasks_mined_test.yaml", BENCH / "tasks_mined_test2.yaml"]
+FILES = [BENCH / f"tasks_mined_{s}.yaml" for s in ("dev", "dev2", "test", "test2")]
 
 
 def tree_of(task_workspace: object) -> Path | None:

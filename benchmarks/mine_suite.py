@@ -11,10 +11,13 @@ task whose gold code in the tree is not the parent's (``sdist-differs``), one wh
 an identifier the tree lacks (``absent-name``) and a second task with the subject and gold units of
 an earlier one (a change picked onto two branches).
 
-    python benchmarks/mine_suite.py --mirrors /work/.mirror --downloads /tmp/sdists [--split test2] [--write]
+    python benchmarks/mine_suite.py --mirrors /work/.mirror --downloads /tmp/sdists [--split test2]
+        [--write [--out DIR]]
 
 Prints the table docs/benchmarks-mined.md shows; ``--write`` writes the task file of each split
-whose packages were all mined (``--split test2 --write`` writes only ``tasks_mined_test2.yaml``).
+whose packages were all mined (``--split test2 --write`` writes only ``tasks_mined_test2.yaml``),
+into ``--out DIR`` (default: the package's ``bench/``, where a committed file, frozen, is never
+replaced by a different one).
 The split is by package (``split`` below), fixed before any run.
 """
 
@@ -54,10 +57,12 @@ class Package:
 
 
 PACKAGES: dict[str, Package] = {
-    "humanize": Package("humanize", "python-humanize/humanize", "3.0.0", "dev"),
-    "cachetools": Package("cachetools", "tkem/cachetools", "4.0.0", "dev"),
-    "pluggy": Package("pluggy", "pytest-dev/pluggy", "0.13.0", "dev"),
-    "tomlkit": Package("tomlkit", "python-poetry/tomlkit", "0.7.0", "dev"),
+    # dev2 (issue 48): the dev packages re-mined with the fixed miner (tasks_mined_dev2.yaml, suite
+    # mined-dev2); the old tasks_mined_dev.yaml (split "dev", the miner of issue 36) stays as committed
+    "humanize": Package("humanize", "python-humanize/humanize", "3.0.0", "dev2"),
+    "cachetools": Package("cachetools", "tkem/cachetools", "4.0.0", "dev2"),
+    "pluggy": Package("pluggy", "pytest-dev/pluggy", "0.13.0", "dev2"),
+    "tomlkit": Package("tomlkit", "python-poetry/tomlkit", "0.7.0", "dev2"),
     "sqlparse": Package("sqlparse", "andialbrecht/sqlparse", "0.3.0", "test"),
     "arrow": Package("arrow", "arrow-py/arrow", "0.15.0", "test"),
     "more-itertools": Package("more-itertools", "more-itertools/more-itertools", "8.0.0", "test"),
@@ -237,12 +242,12 @@ def markdown(records: list[dict[str, Any]]) -> str:
     return "\n".join(out) + "\n"
 
 
-def written(records: list[dict[str, Any]]) -> dict[str, Path]:
+def written(records: list[dict[str, Any]], out: Path = OUT) -> dict[str, Path]:
     """Split -> its task file, for each split whose packages were ALL mined (``--only`` or ``--split``
     leave the other files as they are: a partial split is never written)."""
     mined = {r["package"] for r in records}
     return {
-        split: OUT / f"tasks_mined_{split}.yaml"
+        split: out / f"tasks_mined_{split}.yaml"
         for split in SPLITS
         if {k for k, p in PACKAGES.items() if p.split == split} <= mined
     }
@@ -255,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mirrors", default="/work/.mirror", help="where <owner>+<name>/repo are")
     parser.add_argument("--downloads", default="/tmp/mined-sdists", help="sdist cache")
     parser.add_argument("--write", action="store_true", help="write the task files")
+    parser.add_argument("--out", default=str(OUT), help="where --write writes")
     parser.add_argument("--record", default=None, help="write the per-package record (JSON) here")
     parser.add_argument("--markdown", default=None, help="write the docs' tables (Markdown) here")
     parser.add_argument("--only", nargs="*", default=None, help="only these packages")
@@ -278,13 +284,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown:
         Path(args.markdown).write_text(markdown(records), encoding="utf-8")
     if args.write:
-        for split, path in written(records).items():
+        for split, path in written(records, Path(args.out)).items():
             tasks = [t for r in records if r["split"] == split for t in r["tasks"]]
             side = "test" if split.startswith("test") else "dev"  # the task file's split field
-            frozen = "FROZEN: tests/test_mined_suite.py checks this file's SHA-256.\n" * (side == "test")
-            mine.write_tasks(path, tasks, suite=f"mined-{split}", split=side,
-                             header=HEADER.format(split=f"mined-{split}", frozen=frozen))  # fmt: skip
-            print(f"{path}: {len(tasks)} tasks, sha256 {hashlib.sha256(path.read_bytes()).hexdigest()}")
+            frozen = "FROZEN: tests/test_mined_suite.py checks this file's SHA-256.\n" * (split != "dev")
+            with tempfile.TemporaryDirectory() as scratch:
+                fresh = Path(scratch) / path.name
+                mine.write_tasks(fresh, tasks, suite=f"mined-{split}", split=side,
+                                 header=HEADER.format(split=f"mined-{split}", frozen=frozen))  # fmt: skip
+                data = fresh.read_bytes()
+            digest = hashlib.sha256(data).hexdigest()
+            if path.is_file() and path.read_bytes() != data and path.parent.resolve() == OUT.resolve():
+                # every committed mined file is frozen: a different file is a new split, written elsewhere
+                print(f"{path}: NOT overwritten (frozen; the new file's sha256 {digest}): use --out DIR")
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            print(f"{path}: {len(tasks)} tasks, sha256 {digest}")
     return 0
 
 

@@ -56,8 +56,8 @@ log "installing subagent_lab with its dev, model and inspect extras"
 
 log "fetching the benchmark's source-tree workspaces (pinned sdists, outside the repository)"
 "$VENV/bin/python" -m subagent_lab.bench.workspaces fetch
-log "fetching the mined suites' workspaces (248 pinned sdists, SHA-256 checked) and checking their gold"
-"$VENV/bin/subagent-lab" tasks mined-dev mined-test mined-test2 --quiet
+log "fetching the mined suites' workspaces (249 pinned sdists, SHA-256 checked) and checking their gold"
+"$VENV/bin/subagent-lab" tasks mined-dev mined-dev2 mined-test mined-test2 --quiet
 
 log "assembling and verifying the embedded model weights"
 "$VENV/bin/subagent-lab" models install

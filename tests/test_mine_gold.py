@@ -129,7 +129,7 @@ def test_a_class_is_gold_by_its_own_statements_and_an_added_method_is_not_gold(t
     only_added = repo.commit("Add a reset method to the box", added)
     both = repo.edit("self.w = w\n", "self.w = max(w, 0)\n")
     both.update({"pkg/shapes.py": both["pkg/shapes.py"] + "\n    def double(self):\n        self.w *= 2\n"})
-    mixed = repo.commit("Fix the width clamp and add double", both)
+    mixed = repo.commit("Fix the box width clamp and add double", both)
     result = mine.mine(repo.root)
     assert only_added not in {t.commit.sha for t in result.tasks} and result.removed["added-only"] == 1
     task = next(t for t in result.tasks if t.commit.sha == mixed)

@@ -1,5 +1,5 @@
-"""The mined suites (tasks_mined_dev.yaml, tasks_mined_test.yaml, tasks_mined_test2.yaml): shape,
-counts, frozen test hashes, and every gold span against its sdist's tree.
+"""The mined suites (tasks_mined_dev.yaml, tasks_mined_dev2.yaml, tasks_mined_test.yaml,
+tasks_mined_test2.yaml): shape, counts, frozen hashes, and every gold span against its sdist's tree.
 
 The span check reads each pinned sdist from ``<cache>/workspaces/downloads/`` (where the sdists are
 fetched) and skips the sdists that are not there.
@@ -30,6 +30,11 @@ TEST2_FILE = BENCH / "tasks_mined_test2.yaml"
 MINED_TEST2_SHA256 = "dd3d5b112242b307896fed23c5fd76052c38ee75864a49a57a5f076b73c1548a"
 """tasks_mined_test2.yaml (issue 48: the fixed miner, nine packages no other suite uses), frozen
 before any run, the floors included: a change is a new test split (say why)."""
+DEV2_FILE = BENCH / "tasks_mined_dev2.yaml"
+MINED_DEV2_SHA256 = "c8b9c66f19bdff6abad66e801391b644e53867b085d290dd85a677c92da9e735"
+"""tasks_mined_dev2.yaml (issue 48: the dev packages re-mined with the fixed miner, the dev split
+for tuning from now on), frozen so that figures tuned on it name one file: a change is a new dev
+split (say why)."""
 MAX_PACKAGE_SHARE = 0.30
 """No package holds more than this share of a test split's tasks (issue 48)."""
 USED_ELSEWHERE = {
@@ -56,7 +61,9 @@ def _tasks(path: Path) -> list[dict[str, Any]]:
 DEV = _tasks(DEV_FILE)
 TEST = _tasks(TEST_FILE)
 TEST2 = _tasks(TEST2_FILE)
+DEV2 = _tasks(DEV2_FILE)
 ALL = DEV + TEST + TEST2
+"""The files with distinct ids (``DEV2`` re-mines ``DEV``'s commits: the same ids, by design)."""
 
 
 def _package(task: dict[str, Any]) -> str:
@@ -69,6 +76,13 @@ def test_test_split_is_frozen() -> None:
 
 def test_test2_split_is_frozen() -> None:
     assert hashlib.sha256(TEST2_FILE.read_bytes()).hexdigest() == MINED_TEST2_SHA256
+
+
+def test_dev2_is_frozen_and_re_mines_the_dev_packages() -> None:
+    assert hashlib.sha256(DEV2_FILE.read_bytes()).hexdigest() == MINED_DEV2_SHA256
+    assert {_package(t) for t in DEV2} == {_package(t) for t in DEV}
+    assert len({t["id"] for t in DEV2}) == len(DEV2) >= 90
+    assert yaml.safe_load(DEV2_FILE.read_text(encoding="utf-8"))["split"] == "dev"
 
 
 def test_test2_is_a_fresh_split_of_its_own_packages() -> None:
@@ -91,7 +105,7 @@ def test_counts_ids_and_split_by_package() -> None:
 
 
 def test_every_task_is_well_formed() -> None:
-    for task in ALL:
+    for task in ALL + DEV2:
         assert task["kind"] == "localize" and len(task["prompt"]) >= 10
         assert re.fullmatch(r"[0-9a-f]{64}", task["workspace"]["sha256"])
         meta = task["meta"]
@@ -113,7 +127,7 @@ def _archive(requirement: str, sha256: str) -> Path | None:
     return None
 
 
-SDISTS = sorted({(t["workspace"]["sdist"], t["workspace"]["sha256"]) for t in ALL})
+SDISTS = sorted({(t["workspace"]["sdist"], t["workspace"]["sha256"]) for t in ALL + DEV2})
 
 
 @pytest.mark.parametrize(("requirement", "sha256"), SDISTS, ids=[s[0] for s in SDISTS])
@@ -126,7 +140,7 @@ def test_gold_spans_are_their_units_in_the_sdist(requirement: str, sha256: str) 
             m.name.split("/", 1)[1]: m for m in tar.getmembers() if m.isfile() and m.name.endswith(".py")
         }
         sources = {}
-        for task in (t for t in ALL if t["workspace"]["sdist"] == requirement):
+        for task in (t for t in ALL + DEV2 if t["workspace"]["sdist"] == requirement):
             for span, unit in zip(task["gold"], task["meta"]["units"], strict=True):
                 path = span["path"]
                 assert path in files, f"{task['id']}: {path} is not in {requirement}"

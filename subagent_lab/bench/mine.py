@@ -16,8 +16,9 @@ does not parse at the parent or at the commit. 12. ``too-deep``: a changed file 
 the parser (or the AST walk) can follow. 13. ``module-level``: no def or class changed. 14.
 ``added-only``: the only changed units are new ones. 15. ``too-many-units``: more than
 ``MAX_UNITS`` gold spans. 16. ``absent-name``: the request names an identifier (``code_names``)
-that is nowhere in the parent's tree and that the commit does not introduce. 17. ``duplicate``:
-the subject and gold units of a task kept earlier (a change picked onto two branches).
+that is nowhere in the parent's tree and that the commit does not introduce. 17.
+``no-narrowing-word``: no token of the request narrows the search in the code's own terms
+(``bench.narrowing``). 18. ``duplicate``: the subject and gold units of a task kept earlier.
 
 Gold: ``bench.gold`` (the definitions whose own code the commit changed, at the parent).
 Commit messages are masked by the project's redactor (``core.redact``) before anything is taken
@@ -46,6 +47,7 @@ from subagent_lab.bench.gold import (
     parse_side,
     same_code,
 )
+from subagent_lab.bench.narrowing import narrows_at
 from subagent_lab.bench.units import Unit, find_unit, module_name, names_symbol, parse_units
 from subagent_lab.core.redact import Redactor
 from subagent_lab.core.types import ConfigError
@@ -70,14 +72,12 @@ MAX_FILES = 4
 FILTERS = tuple([
     "root", "merge", "bot", "revert", "version", "not-a-request", "no-source", "too-many-files",
     "rename-only", "formatting-only", "docstring-only", "unparsable", "too-deep", "module-level",
-    "added-only", "too-many-units", "absent-name", "duplicate"
+    "added-only", "too-many-units", "absent-name", "no-narrowing-word", "duplicate"
 ])  # fmt: skip
 
 
-__all__ = [
-    "MAX_UNITS", "PROMPT_TEMPLATE", "GoldUnit", "MineResult", "MinedTask", "drifted", "mine",
-    "reads_as_request", "remap", "request_text",
-]  # fmt: skip
+__all__ = ["MAX_UNITS", "PROMPT_TEMPLATE", "GoldUnit", "MineResult", "MinedTask", "drifted", "mine",
+           "reads_as_request", "remap", "request_text"]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -267,7 +267,7 @@ def _id_prefix(name: str) -> str:
 
 
 def _task(repo: Path, commit: Commit) -> tuple[str | None, MinedTask | None]:
-    """Filters 6-16 on the commit's diff, or the task when none removes it."""
+    """Filters 6-17 on the commit's diff, or the task when none removes it."""
     parent = commit.parents[0]
     changes = []
     for line in git(repo, "diff", "--name-status", "-M", "--no-color", parent, commit.sha).splitlines():
@@ -313,6 +313,8 @@ def _task(repo: Path, commit: Commit) -> tuple[str | None, MinedTask | None]:
             absent.append(word)
     if absent:
         return "absent-name", None
+    if not narrows_at(request, repo, parent, is_source):
+        return "no-narrowing-word", None
     return None, MinedTask("", request, commit, gold.units, gold.added, tuple(introduced))
 
 

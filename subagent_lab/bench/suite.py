@@ -62,6 +62,7 @@ SUITES: tuple[SuiteName, ...] = ("dev", "dev-tree", "test")
 
 SUITE_FILES: dict[str, Path] = {
     "mined-dev": Path(__file__).with_name("tasks_mined_dev.yaml"),
+    "mined-dev2": Path(__file__).with_name("tasks_mined_dev2.yaml"),
     "mined-test": Path(__file__).with_name("tasks_mined_test.yaml"),
     "mined-test2": Path(__file__).with_name("tasks_mined_test2.yaml"),
 }

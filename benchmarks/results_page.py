@@ -229,6 +229,49 @@ def timed(claim: str, target: str, goal: str, what: str, how: str) -> Claim:
     return Claim(claim, target, goal, " min", "timings.csv", what, how, timing(what))
 
 
+SCALE_END_COMMIT = "28583ba"
+"""The commit the ``scale-end/scale-new-*.txt`` outputs measured (the base side: ``3cb5cb3``;
+docs/benchmarks.md, "Issues 51 and 52: harness CPU per tool call"): the outputs do not print it."""
+SCALE_END_COMMAND = (
+    "python benchmarks/bench_scale.py --skip-faults --speed-runs 400 --scaffold aided "
+    "(this commit and 3cb5cb3, three alternating rounds)"
+)
+
+
+def cost_ratio(results: Path) -> Figure:
+    """This stop's worker CPU per tool call over ``3cb5cb3``'s, round by round, 1 and 2 workers."""
+    ratios: list[float] = []
+    for new in sorted((results / "scale-end").glob("scale-new-*.txt")):
+        base = new.with_name(new.name.replace("scale-new-", "scale-base-"))
+        pattern = r"^\s*worker_cpu_ms_per_tool_call\s+([0-9.]+)\s+([0-9.]+)"
+        now = [float(v) for v in re.findall(pattern, new.read_text(encoding="utf-8"), re.M)[0]]
+        was = [float(v) for v in re.findall(pattern, base.read_text(encoding="utf-8"), re.M)[0]]
+        ratios += [a / b for a, b in zip(now, was, strict=True)]
+    if not ratios:
+        raise ValueError(f"{results / 'scale-end'}: no scale-new-*.txt")
+    rounds = f"{len(ratios) // 2} rounds, 1 and 2 workers; not a quiet machine"
+    text = f"{min(ratios):.2f}–{max(ratios):.2f}× ({rounds})"
+    return Figure(text, max(ratios), SCALE_END_COMMIT, min(ratios))
+
+
+def strongest_floor(split: str) -> Callable[[Path], Figure]:
+    """The strongest no-model floor's function Acc@5 on a whole mined split, as ``bench_split.py``
+    printed it (``floors-final/<split>.txt``)."""
+
+    def compute(results: Path) -> Figure:
+        text = (results / "floors-final" / f"{split}.txt").read_text(encoding="utf-8")
+        found = re.search(r"strongest floor on all tasks by func_acc_at5: (\S+) \(([0-9.]+)\)", text)
+        if found is None:
+            raise ValueError(f"floors-final/{split}.txt: no strongest floor")
+        cell = r"\S+ \[\S+ \S+\]"  # a mean and its interval; func Acc@5 is the third
+        line = rf"^\s*{re.escape(found.group(1))}\s+all\s+\d+(?:\s+{cell}){{2}}\s+({cell})"
+        row = re.search(line, text, re.M)
+        value = row.group(1) if row else found.group(2)
+        return Figure(f"{found.group(1)}: {value}", float(found.group(2)), "28583ba")
+
+    return compute
+
+
 CLAIMS = [
     Claim("Harness CPU per tool call (issue 38)", "≤ 20 ms", "<= 20", " ms", "scale39/after-*.txt",
           SCALE_COMMAND, "min–max of `worker_cpu_ms_per_tool_call`, 1 and 2 workers, over the four rounds "
@@ -269,6 +312,15 @@ CLAIMS = [
           "python benchmarks/bench_credit.py --tasks 3 --save benchmarks/results/credit3.csv",
           "per distinct `parent_run`: `identity_exact` and `identity_misses` = 0 (the replay with nothing "
           "swapped, on the real models)", replay_identity),
+    Claim("Harness CPU per tool call against 3cb5cb3 (issues 51, 52)", "≤ 1.2×", "<= 1.2", "×",
+          "scale-end/scale-*.txt", SCALE_END_COMMAND,
+          "`worker_cpu_ms_per_tool_call` of this stop's code over 3cb5cb3's, round by round, 1 and 2 "
+          "workers (both sides make the same 800 tool calls)", cost_ratio),
+    Claim("The strongest no-model floor, function Acc@5, frozen mined-test2 (issue 48)", "none set", "",
+          "", "floors-final/mined-test2.txt",
+          "python benchmarks/bench_split.py --tasks mined-test2 --save floors-mined-test2.csv",
+          "the floor `bench_split.py` names strongest on all 350 tasks, with its bootstrap 95% interval",
+          strongest_floor("mined-test2")),
     timed("The main job, end to end (`scripts/main.sh`)", "≤ 10 min", "<= 10", "main_job",
           "the timed row (`time`; the job's own output is not kept)"),
     timed("The test suite, set up", "none set", "", "test_suite",

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from subagent_lab.cli import lab as cli_lab
 from subagent_lab.cli import mine as cli_mine
+from subagent_lab.cli import sweep as cli_sweep
 from subagent_lab.config.agent_profile import validation_problems
 from subagent_lab.config.profiles import LabConfig, load_config
 from subagent_lab.core.types import ConfigError
@@ -126,7 +127,7 @@ COMMANDS: list[Command] = [
     Command("models path", "print the assembled GGUF paths", cmd_models_path, _args_models_path),
     Command("run", "run one sub-agent and print its result", cli_lab.cmd_run, cli_lab.args_run),
     Command("rerun", "run a recorded child again from its start", cli_lab.cmd_rerun, cli_lab.args_rerun),
-    Command("sweep", "run (or resume) a light-vs-main explore sweep", cli_lab.cmd_sweep, cli_lab.args_sweep),
+    Command("sweep", "run (or resume) a light-vs-main sweep", cli_sweep.cmd_sweep, cli_sweep.args_sweep),
     Command("report", "write a sweep's HTML report", cli_lab.cmd_report, cli_lab.args_report),
     Command("mine", "mine a git history into localize tasks", cli_mine.cmd_mine, cli_mine.args_mine),
     Command("check", "validate profiles.yaml and list models and profiles", cli_lab.cmd_check),

@@ -8,7 +8,7 @@ Prints, per model: function Acc@5 and unit recall@4 [bootstrap 95% CI] for each 
 lift over ``mix = 0``. The rule (docs/evaluation.md §7): the mix with the highest function Acc@5
 for main, provided light is not below its floor at it.
 
-Usage: python benchmarks/bench_fusion.py ROWS.csv [--tasks mined-dev]
+Usage: python benchmarks/bench_fusion.py ROWS.csv [--tasks mined-dev] [--sweep SWEEP_DIR]
 (ROWS.csv: a sweep's or a bench's rows with ``task_id``, ``model_choice`` and ``trace_path``, of
 runs under the ``rank`` or ``rank-explore`` preset on mined dev.)
 """
@@ -31,13 +31,16 @@ CITED = 4
 TEST_SPLITS = ("mined-test", "test", "test-tree")
 
 
-def fusion_rows(rows: pd.DataFrame, tasks: str) -> list[dict[str, object]]:
-    """One row per run with judged units and per mix: the re-fused answer's scores."""
+def fusion_rows(rows: pd.DataFrame, tasks: str, sweep: Path | None = None) -> list[dict[str, object]]:
+    """One row per run with judged units and per mix: the re-fused answer's scores. ``sweep``: the
+    sweep directory a row's relative ``trace_path`` is under (rows keep paths relative to it)."""
     by_id = {t.id: t for t in load_suite(tasks)}
     out: list[dict[str, object]] = []
     for _, row in rows.iterrows():
         task = by_id.get(str(row["task_id"]))
         trace = Path(str(row.get("trace_path") or ""))
+        if sweep is not None and not trace.is_absolute():
+            trace = sweep / trace
         if task is None or not task.gold or not trace.is_file():
             continue
         judged = [(e.item, e.rank, e.p_yes) for e in read_trace(trace) if isinstance(e, CandidateJudged)]
@@ -74,10 +77,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("rows", help="a CSV of rank runs (task_id, model_choice, trace_path)")
     parser.add_argument("--tasks", default="mined-dev", help="the runs' task file or split (dev only)")
+    parser.add_argument("--sweep", type=Path, default=None, help="the sweep directory of the rows' traces")
     args = parser.parse_args()
     if args.tasks in TEST_SPLITS or "test" in Path(args.tasks).stem:
         parser.error(f"{args.tasks}: a test split; mix is chosen on dev only")
-    df = pd.DataFrame(fusion_rows(pd.read_csv(args.rows), args.tasks))
+    df = pd.DataFrame(fusion_rows(pd.read_csv(args.rows), args.tasks, args.sweep))
     if df.empty:
         print("no run with judged candidates (candidate_judged events) among the rows")
         return 1

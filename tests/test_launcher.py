@@ -18,7 +18,7 @@ from subagent_lab.agents.launch_io import plain_json
 from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
 from subagent_lab.config import build
 from subagent_lab.config.agent_profile import AgentProfile, apply_overrides
-from subagent_lab.config.build import SPEC_RENAMED, loop_spec
+from subagent_lab.config.build import loop_spec
 from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile
 from subagent_lab.core.loop import LoopSpec
 from subagent_lab.core.trace import RunEnded, RunStarted, TraceWriter, read_trace
@@ -227,17 +227,16 @@ NOT_LOOP_FIELDS = {
     },
 }  # fmt: skip
 """Profile fields that are neither loop limits nor policy parameters. A new profile field must reach
-the LoopSpec (same name, or ``build.SPEC_RENAMED``), be read by ``build.policies``
+the LoopSpec (the same name), be read by ``build.policies``
 (``POLICY_FIELDS``: the child's scaffold, the parent's two policy fields) or be listed here: a
 limit the builder silently drops is the bug this test exists for."""
 
 
 def _differing(profile: Any, spec: LoopSpec) -> dict[str, tuple[Any, Any]]:
-    """LoopSpec fields the profile holds (by name or under its renamed name) whose values differ."""
+    """LoopSpec fields the profile holds whose values differ."""
     out = {}
     for f in dataclasses.fields(LoopSpec):
-        renamed = {v: k for k, v in SPEC_RENAMED.items()}
-        name = f.name if f.name in type(profile).model_fields else renamed.get(f.name)
+        name = f.name
         if name in type(profile).model_fields and getattr(profile, name) != getattr(spec, f.name):
             out[f.name] = (getattr(profile, name), getattr(spec, f.name))
     return out
@@ -249,7 +248,7 @@ POLICY_FIELDS = {"scaffold", "min_tool_calls", "grace_turn"}
 
 @pytest.mark.parametrize("kind", [RuntimeProfile, AgentProfile])
 def test_every_profile_field_is_a_loop_limit_or_declared_otherwise(kind: type) -> None:
-    consumed = {f.name for f in dataclasses.fields(LoopSpec)} | set(SPEC_RENAMED) | POLICY_FIELDS
+    consumed = {f.name for f in dataclasses.fields(LoopSpec)} | POLICY_FIELDS
     assert set(kind.model_fields) - consumed - NOT_LOOP_FIELDS[kind] == set()
 
 
@@ -270,7 +269,7 @@ def test_one_spec_builder_carries_every_shared_field(config: LabConfig) -> None:
     child_policies, parent_policies = build.policies(child), build.policies(parent)
     assert RequireEvidence(grounded=True) in child_policies and RequireToolFirst(2) in child_policies
     assert child_spec.contract == "ExploreResult"
-    assert child_spec.max_repairs == child.max_contract_repairs and Grace() not in child_policies
+    assert child_spec.max_repairs == child.max_repairs and Grace() not in child_policies
     assert (parent_spec.contract, parent_spec.max_repairs) == (None, 1) and RequireToolFirst(
         1
     ) in parent_policies

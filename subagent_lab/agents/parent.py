@@ -105,7 +105,7 @@ class MainAgent:
         if profile in config.agents:
             self.profile = config.agents[profile]
         elif profile == "main":
-            self.profile = AgentProfile()
+            self.profile = AgentProfile.default()
         else:
             raise ConfigError(f"unknown agent profile {profile!r}; known: {sorted(config.agents)}")
         self.model_factory = model_factory or factory.default_model_factory(config)

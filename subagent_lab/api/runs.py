@@ -308,7 +308,7 @@ def run_parent(
     factory, choice = factory_for(model, lab, cache, runs)
     if choice is not None:
         overrides = {**overrides, "model": choice}
-    base = lab.agents.get(profile) or (AgentProfile() if profile == "main" else None)
+    base = lab.agents.get(profile) or (AgentProfile.default() if profile == "main" else None)
     if base is None:
         raise ConfigError(f"unknown agent profile {profile!r}; known: {sorted(lab.agents)}")
     agents = {**lab.agents, profile: _validated(AgentProfile, base, overrides, f"agents.{profile}")}

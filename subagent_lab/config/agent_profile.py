@@ -13,8 +13,9 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from subagent_lab.config import legacy
+from subagent_lab.config.limits import PARENT_LIMITS, Limits, parent_limits_schema
 from subagent_lab.config.packaged import DEFAULTS_DIR, prompt_candidates
-from subagent_lab.core.budget import CostCapUsd
 from subagent_lab.core.contracts import CONTRACTS
 from subagent_lab.core.types import ConfigError, ModelChoice
 from subagent_lab.core.yaml_load import read_config_text
@@ -44,7 +45,7 @@ def apply_overrides(
     merged = dict(base)
     fold = getattr(kind, "fold", None)
     for layer in layers:
-        merged.update(layer)
+        merged.update(legacy.renamed(layer))  # an older name replaces today's name's value
         if fold is not None and layer:
             try:
                 merged = fold(merged)
@@ -58,10 +59,10 @@ def apply_overrides(
         raise ConfigError(f"{where}: {validation_problems(exc)}") from None
 
 
-class AgentProfile(BaseModel):
-    """Budgets, tools and gates of a parent (main) agent."""
+class AgentProfile(Limits):
+    """Limits, tools and gates of a parent (main) agent; its limits default to ``PARENT_LIMITS``."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(json_schema_extra=parent_limits_schema)
 
     description: str = ""
     system_prompt: str | None = None
@@ -69,26 +70,9 @@ class AgentProfile(BaseModel):
     system_prompt_file: str | None = "prompts/main.md"
     """Relative to the directory of ``profiles.yaml`` (or the repository when the config has no file)."""
     tools: tuple[str, ...] = ("Read", "Grep", "Glob", "Edit", "Bash", "Task")
-    max_steps: int = Field(default=20, gt=0)
-    context_token_budget: int = Field(default=12000, gt=0)
-    """Upper bound on the prompt tokens of any single call; with the output cap it must fit in the
-    served context (16,384 on the embedded server)."""
-    total_token_budget: int = Field(default=120000, gt=0)
-    """Upper bound on the parent's own prompt + completion tokens, over all verification retries."""
-    cost_budget_usd: CostCapUsd | None = None
-    """Upper bound in USD on what the run costs at the models' prices: the parent's own calls, its
-    Task children and its verification children together (None: no cost cap)."""
     model: ModelChoice = "main"
     allow_model_fallback: bool = False
     """Let the run go on when the endpoint serves another model than the one asked for."""
-    timeout_s: float = Field(default=1800.0, gt=0)
-    max_output_tokens: int | None = Field(default=None, gt=0)
-    max_repairs: int = Field(default=2, ge=0, le=10)
-    max_tool_calls_per_step: int = Field(default=4, gt=0)
-    max_parallel_tools: int = Field(default=4, gt=0)
-    """How many tool calls of one turn (e.g. Task calls) run at once."""
-    max_stale_turns: int = Field(default=3, ge=1)
-    """Consecutive turns without a new observation that end the run as ``loop_detected``."""
     action_max_tokens: int = Field(default=400, ge=16)
     """Output cap of an action call (a parent's Edit or Task call may be long)."""
     arg_max_chars: int = Field(default=4000, ge=8)
@@ -116,16 +100,21 @@ class AgentProfile(BaseModel):
     bash_ro_paths: tuple[str, ...] = ()
     """Extra directories Bash's sandbox mounts read-only (the harness's Python always is)."""
 
+    @classmethod
+    def default(cls) -> AgentProfile:
+        """The main agent where the configuration has no ``agents.main``: every field's default."""
+        return cls.model_validate({})
+
+    @model_validator(mode="before")
+    @classmethod
+    def _parent_defaults(cls, raw: Any) -> Any:
+        return {**PARENT_LIMITS, **raw} if isinstance(raw, Mapping) else raw
+
     @model_validator(mode="after")
     def _invariants(self) -> AgentProfile:
         unknown = sorted(set(self.tools) - MAIN_AGENT_TOOLS)
         if unknown:
             raise ValueError(f"tools: unknown tools {unknown}; allowed are {sorted(MAIN_AGENT_TOOLS)}")
-        if self.context_token_budget > self.total_token_budget:
-            raise ValueError(
-                f"context_token_budget ({self.context_token_budget}) must be <= "
-                f"total_token_budget ({self.total_token_budget})"
-            )
         if self.system_prompt is None and self.system_prompt_file is None:
             raise ValueError("system_prompt or system_prompt_file must be given")
         if self.contract is not None and self.contract not in CONTRACTS:

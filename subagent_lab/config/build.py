@@ -25,8 +25,6 @@ Profile = RuntimeProfile | AgentProfile
 
 PARENT_BASE = Scaffold.model_validate({"policies": ["SkipRepeated"]})
 """A parent's scaffold before its own fields (``parent_scaffold``)."""
-SPEC_RENAMED = {"max_contract_repairs": "max_repairs"}
-"""A child profile's name for a ``LoopSpec`` field (a parent profile uses the LoopSpec name)."""
 
 
 def parent_scaffold(profile: AgentProfile) -> Scaffold:
@@ -48,8 +46,6 @@ def loop_spec(
         sizes = profile.scaffold.observation
         own: dict[str, Any] = {
             "contract": profile.contract,
-            "max_repairs": profile.max_contract_repairs,
-            "max_parallel_tools": plain.max_parallel_tools,
             "thought_max_chars": sizes.thought_max_chars,
             "action_max_tokens": sizes.action_max_tokens,
             "arg_max_chars": sizes.arg_max_chars,
@@ -57,8 +53,6 @@ def loop_spec(
     else:
         own = {
             "contract": profile.contract,
-            "max_repairs": profile.max_repairs,
-            "max_parallel_tools": profile.max_parallel_tools,
             "thought_max_chars": plain.thought_max_chars,
             "action_max_tokens": profile.action_max_tokens,
             "arg_max_chars": profile.arg_max_chars,
@@ -70,7 +64,9 @@ def loop_spec(
         timeout_s=profile.timeout_s,
         max_output_tokens=profile.max_output_tokens or model.max_output_tokens,
         max_tool_calls_per_step=profile.max_tool_calls_per_step,
+        max_parallel_tools=profile.max_parallel_tools,
         max_stale_turns=profile.max_stale_turns,
+        max_repairs=profile.max_repairs,
         temperature=model.temperature if temperature is None else temperature,
         seed=model.seed if seed is None else seed,
         **own,

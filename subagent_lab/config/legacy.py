@@ -1,5 +1,8 @@
 """The one legacy mapper: the flat scaffold fields of older profiles, sweeps, rows and traces.
 
+Some fields were renamed when parent and child came to share their limits (``RENAMED``:
+``max_contract_repairs`` is ``max_repairs``); the old names load through ``renamed``.
+
 Before scaffolds were policy specs, a profile carried each aid as a field of its own
 (``cite_margin: 2``, ``absence_check: true``) and the observation sizes beside them. Those names
 still load: a profile, an override or a trace's recorded fields that hold them are folded into
@@ -52,6 +55,24 @@ OLD_NEUTRAL: dict[str, Any] = {
     "retrieval_start": 0,
 }  # fmt: skip
 """Flat fields added after rows were first recorded: the old hash leaves them out when off."""
+
+
+RENAMED: dict[str, str] = {"max_contract_repairs": "max_repairs"}
+"""Profile fields under an older name -> the name both profile kinds use now (``config.limits``)."""
+
+
+def renamed(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``raw`` (a profile's fields, an override) with older field names under today's; a
+    ValueError names a field given under both."""
+    if not any(key in RENAMED for key in raw):
+        return raw
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        new = RENAMED.get(key, key) if isinstance(key, str) else key
+        if new != key and new in raw:
+            raise ValueError(f"{key}: the older name of {new}; give one of them")
+        out[new] = value
+    return out
 
 
 def is_scaffold_key(key: object) -> bool:
@@ -163,7 +184,9 @@ def scaffold_of_fields(fields: Mapping[str, Any], base: Scaffold) -> Scaffold:
 
 def upgrade_fields(fields: Mapping[str, Any], base: Scaffold) -> dict[str, Any]:
     """A trace's recorded profile fields with an older trace's flat scaffold fields folded into
-    ``scaffold`` (as JSON); fields that name no scaffold key are returned as they are."""
+    ``scaffold`` (as JSON) and older field names under today's; fields that name no scaffold key
+    are returned as they are."""
+    fields = renamed(fields)
     if not any(is_scaffold_key(k) for k in fields):
         return dict(fields)
     folded = fold(fields, base)

@@ -1,9 +1,9 @@
 """A child (sub-agent) profile: the ``profiles:`` section of ``profiles.yaml``.
 
 ``RuntimeProfile`` is a child type: the read-only tools it may hold (``READONLY_TOOLS``; never one of
-``FORBIDDEN_IN_SUBAGENTS``), its step, token, cost and time limits, its model and answer contract,
-and its scaffold, into which the flat scaffold fields of older files fold (``config.legacy``). The
-main agent's profile is ``config.agent_profile``'s.
+``FORBIDDEN_IN_SUBAGENTS``), its limits (``config.limits``, shared with the main agent's profile),
+its model and answer contract, and its scaffold, into which the flat scaffold fields of older files
+fold (``config.legacy``). The main agent's profile is ``config.agent_profile``'s.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from subagent_lab.config import legacy
 from subagent_lab.config.agent_profile import apply_overrides
+from subagent_lab.config.limits import Limits
 from subagent_lab.config.scaffolds import BASE, Scaffold, symbol_tools_allowed
-from subagent_lab.core.budget import CostCapUsd
 from subagent_lab.core.contracts import CONTRACTS
 from subagent_lab.core.types import ModelChoice
 from subagent_lab.tools.symbols import SYMBOL_TOOLS
@@ -29,38 +29,18 @@ FORBIDDEN_IN_SUBAGENTS: frozenset[str] = frozenset(
 """Tools a child never holds: it reads, it does not write, run commands or delegate."""
 
 
-class RuntimeProfile(BaseModel):
-    """A child type: what it may use, how far it may go, what it must return."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class RuntimeProfile(Limits):
+    """A child type: what it may use, how far it may go (its ``Limits``), what it must return."""
 
     name: str = Field(min_length=1)
     description: str = ""
     system_prompt: str = Field(min_length=1)
     tools: tuple[str, ...] = ("Read", "Grep", "Glob")
-    max_steps: int = Field(gt=0)
-    """Model calls in the working phase (grace and repair turns are counted apart)."""
-    context_token_budget: int = Field(gt=0)
-    """Upper bound on the prompt tokens of any single model call."""
-    total_token_budget: int = Field(gt=0)
-    """Upper bound on prompt + completion tokens over the whole run."""
-    cost_budget_usd: CostCapUsd | None = None
-    """Upper bound on the run's cost in USD at its model's prices (None: no cost cap); a child of a
-    parent with a cost cap gets at most what is left of the parent's."""
     model: ModelChoice = "light"
     allow_model_fallback: bool = False
     """Let the run go on when the endpoint reports serving another model than the one asked for
     (the result says ``fallback``); False ends such a run as ``model_mismatch``."""
     contract: str = "ExploreResult"
-    max_contract_repairs: int = Field(default=2, ge=0, le=10)
-    timeout_s: float = Field(default=900.0, gt=0)
-    """Wall-clock limit of the whole run."""
-    max_output_tokens: int | None = Field(default=None, gt=0)
-    """Per-call output cap; None takes the model's ``max_output_tokens``."""
-    max_tool_calls_per_step: int = Field(default=4, gt=0)
-    max_stale_turns: int = Field(default=3, ge=1)
-    """Consecutive turns without a new observation (repeats are answered from the record) that end
-    the run as ``loop_detected``."""
     scaffold: Scaffold = BASE
     """How the child acts, observes and cites: its policies and observation sizes
     (``config.scaffolds``). In ``profiles.yaml`` a preset's name or a list of policy specs; the
@@ -85,7 +65,7 @@ class RuntimeProfile(BaseModel):
         pydantic's unchecked copy: a profile is never a state that validation would refuse."""
         if not update:
             return super().model_copy(deep=deep)
-        return type(self).model_validate({**dict(self), **update})
+        return type(self).model_validate({**dict(self), **legacy.renamed(update)})
 
     @model_validator(mode="after")
     def _invariants(self) -> RuntimeProfile:
@@ -99,11 +79,6 @@ class RuntimeProfile(BaseModel):
             raise ValueError(f"tools: unknown tools {unknown}; allowed are {sorted(READONLY_TOOLS)}")
         for problem in symbol_tools_allowed(self.scaffold, self.tools):
             raise ValueError(problem)
-        if self.context_token_budget > self.total_token_budget:
-            raise ValueError(
-                f"context_token_budget ({self.context_token_budget}) must be <= "
-                f"total_token_budget ({self.total_token_budget})"
-            )
         if "model_overrides" in {k for v in self.model_overrides.values() for k in v}:
             raise ValueError("model_overrides: an override cannot itself hold model_overrides")
         for choice, tuned in self.model_overrides.items():

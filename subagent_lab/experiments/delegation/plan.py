@@ -176,7 +176,7 @@ def study_config(lab: LabConfig, run: StudyRun) -> LabConfig:
     """The configuration one run uses: the parent's tools and budgets for its arm, the children's
     budgets and scaffold preset, traces under the study's directory."""
     spec = run.spec
-    base = lab.agents.get("main") or AgentProfile()
+    base = lab.agents.get("main") or AgentProfile.default()
     parent = {**spec.parent_budget, "tools": list(ARM_TOOLS[run.cell.arm]), "verify": False}
     parent["model"] = "none" if spec.baseline else spec.parent_model
     agent = apply_overrides(AgentProfile, base, parent, where="delegation study: agents.main")

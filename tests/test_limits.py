@@ -1,0 +1,126 @@
+"""One profile shape: the limits parent and child share, their old names, their one check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import REPO
+
+from subagent_lab.config.agent_profile import AgentProfile, apply_overrides
+from subagent_lab.config.legacy import upgrade_fields
+from subagent_lab.config.limits import PARENT_LIMITS, Limits
+from subagent_lab.config.profiles import config_json_schema, load_config
+from subagent_lab.config.runtime_profile import RuntimeProfile
+from subagent_lab.config.scaffolds import BASE
+from subagent_lab.core.types import ConfigError
+
+
+def _write(tmp_path: Path, raw: dict[str, Any]) -> Path:
+    for prof in raw["profiles"].values():  # self-contained: no prompt files beside it
+        prof["system_prompt"] = "You explore."
+        prof.pop("system_prompt_file", None)
+    path = tmp_path / "profiles.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def _shipped() -> dict[str, Any]:
+    raw: dict[str, Any] = yaml.safe_load((REPO / "profiles.yaml").read_text())
+    return raw
+
+
+@pytest.mark.parametrize("kind", [RuntimeProfile, AgentProfile])
+def test_each_limit_is_declared_once_for_both_profile_kinds(kind: type[Limits]) -> None:
+    assert issubclass(kind, Limits)
+    for name, field in Limits.model_fields.items():
+        # inherited, not declared again: one type, one bound, one default for both kinds
+        assert name not in kind.__annotations__, name
+        given = kind.model_fields[name]
+        declared = (given.annotation, given.metadata, given.default)
+        assert declared == (field.annotation, field.metadata, field.default), name
+    assert "max_repairs" in kind.model_fields and "max_contract_repairs" not in kind.model_fields
+
+
+def test_an_old_child_profile_with_the_old_repair_name_loads(tmp_path: Path) -> None:
+    raw = _shipped()
+    explore = raw["profiles"]["explore"]
+    explore.pop("max_repairs")
+    explore["max_contract_repairs"] = 0  # the name of files before the shared limits
+    lab = load_config(_write(tmp_path, raw), env={})
+    assert lab.profile("explore").max_repairs == 0
+    assert "max_contract_repairs" not in lab.profile("explore").model_dump()
+
+
+def test_both_repair_names_at_once_name_the_file_and_the_field(tmp_path: Path) -> None:
+    raw = _shipped()
+    raw["profiles"]["explore"]["max_contract_repairs"] = 0
+    path = _write(tmp_path, raw)
+    with pytest.raises(ConfigError) as info:
+        load_config(path, env={})
+    message = str(info.value)
+    assert str(path) in message and "profiles.explore" in message and "max_contract_repairs" in message
+
+
+@pytest.mark.parametrize(
+    ("section", "name", "field", "value"),
+    [
+        ("profiles", "explore", "max_repairs", 11),
+        ("agents", "main", "max_repairs", 11),
+        ("agents", "main", "max_stale_turns", 0),
+        ("profiles", "explore", "max_parallel_tools", 0),
+    ],
+)
+def test_a_bad_limit_names_the_file_and_the_field_in_either_section(
+    tmp_path: Path, section: str, name: str, field: str, value: int
+) -> None:
+    raw = _shipped()
+    raw[section][name][field] = value
+    path = _write(tmp_path, raw)
+    with pytest.raises(ConfigError) as info:
+        load_config(path, env={})
+    assert str(path) in str(info.value) and f"{section}.{name}.{field}" in str(info.value)
+
+
+@pytest.mark.parametrize("section", ["profiles", "agents"])
+def test_one_check_holds_the_context_within_the_total_for_both_kinds(tmp_path: Path, section: str) -> None:
+    raw = _shipped()
+    name = "explore" if section == "profiles" else "main"
+    raw[section][name].update(context_token_budget=9000, total_token_budget=8000)
+    path = _write(tmp_path, raw)
+    with pytest.raises(ConfigError) as info:
+        load_config(path, env={})
+    assert f"{section}.{name}" in str(info.value)
+    assert "context_token_budget (9000) must be <= total_token_budget (8000)" in str(info.value)
+
+
+def test_the_old_repair_name_in_an_override_replaces_the_value_of_the_layer_below() -> None:
+    explore = load_config(REPO / "profiles.yaml", env={}).profile("explore")
+    assert explore.max_repairs == 2
+    old = apply_overrides(RuntimeProfile, explore, {"max_contract_repairs": 0}, where="test")
+    assert old.max_repairs == 0
+    layers = ({"max_repairs": 1}, {"max_contract_repairs": 3})
+    later = apply_overrides(RuntimeProfile, explore, *layers, where="test")
+    assert later.max_repairs == 3
+    assert explore.model_copy(update={"max_contract_repairs": 1}).max_repairs == 1
+    parent = apply_overrides(AgentProfile, AgentProfile.default(), {"max_contract_repairs": 0}, where="test")
+    assert parent.max_repairs == 0
+
+
+def test_an_old_traces_profile_fields_rerun_under_the_new_name() -> None:
+    fields = upgrade_fields({"max_steps": 4, "max_contract_repairs": 0}, BASE)
+    assert fields == {"max_steps": 4, "max_repairs": 0}
+
+
+def test_a_parent_without_limits_gets_the_parent_defaults_and_the_schema_says_so() -> None:
+    parent = AgentProfile.default()
+    assert {name: getattr(parent, name) for name in PARENT_LIMITS} == PARENT_LIMITS
+    schema = config_json_schema()["$defs"]
+    agent, child = schema["AgentProfile"], schema["RuntimeProfile"]
+    assert not set(PARENT_LIMITS) & set(agent.get("required", []))
+    assert agent["properties"]["max_steps"]["default"] == PARENT_LIMITS["max_steps"]
+    assert {"max_steps", "context_token_budget", "total_token_budget"} <= set(child["required"])
+    with pytest.raises(ValueError, match="max_steps"):
+        RuntimeProfile(name="x", system_prompt="p", context_token_budget=10, total_token_budget=20)  # type: ignore[call-arg]

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from subagent_lab.config import legacy
 from subagent_lab.config.limits import PARENT_LIMITS, Limits, parent_limits_schema
 from subagent_lab.config.packaged import DEFAULTS_DIR, prompt_candidates
+from subagent_lab.config.scaffolds import PARENT, Scaffold
 from subagent_lab.core.contracts import CONTRACTS
 from subagent_lab.core.types import ConfigError, ModelChoice
 from subagent_lab.core.yaml_load import read_config_text
@@ -73,15 +74,14 @@ class AgentProfile(Limits):
     model: ModelChoice = "main"
     allow_model_fallback: bool = False
     """Let the run go on when the endpoint serves another model than the one asked for."""
-    action_max_tokens: int = Field(default=400, ge=16)
-    """Output cap of an action call (a parent's Edit or Task call may be long)."""
-    arg_max_chars: int = Field(default=4000, ge=8)
-    grace_turn: bool = True
     contract: str | None = None
     """The final answer's contract (``core.contracts.CONTRACTS``, e.g. ``AnswerResult``: the answer
     and its ``path:line`` evidence as separate fields); None: free text."""
-    min_tool_calls: int = Field(default=0, ge=0)
-    """Executed tool calls required before a final answer is accepted (0: the parent may answer at once)."""
+    scaffold: Scaffold = PARENT
+    """How the main agent acts and answers: its policies and its action caps, as a child's
+    (``config.scaffolds``; the built-in ``parent`` preset when it names none). The flat fields of
+    older files (``min_tool_calls``, ``grace_turn``, ``action_max_tokens``, ``arg_max_chars``) fold
+    into it (``config.legacy``)."""
     children_token_cap: int | None = Field(default=None, gt=0)
     """Total tokens all Task children together may spend; None: only each child's own budget."""
     verify: bool = False
@@ -108,7 +108,13 @@ class AgentProfile(Limits):
     @model_validator(mode="before")
     @classmethod
     def _parent_defaults(cls, raw: Any) -> Any:
-        return {**PARENT_LIMITS, **raw} if isinstance(raw, Mapping) else raw
+        return cls.fold({**PARENT_LIMITS, **raw}) if isinstance(raw, Mapping) else raw
+
+    @classmethod
+    def fold(cls, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """``raw`` with its scaffold keys (the flat fields of older files, ``Policy.param``, sizes)
+        folded into its ``scaffold`` (``apply_overrides`` folds each layer in turn)."""
+        return legacy.fold(raw, PARENT)
 
     @model_validator(mode="after")
     def _invariants(self) -> AgentProfile:

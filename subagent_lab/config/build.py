@@ -1,38 +1,24 @@
 """A resolved profile as the loop runs it: its settings (``LoopSpec``), its ordered policies and
 its tools.
 
-A child's scaffold is its policy specs (``config.scaffolds``); a parent's is its own two fields
-(a tool before the answer, a grace turn) over the one policy every run holds, ``SkipRepeated``.
-The precedence is ``scaffold.specs.ORDER``.
+A child's and a parent's scaffold alike are policy specs and observation sizes
+(``config.scaffolds``; a parent's is the built-in ``parent`` preset unless it names another). The
+precedence is ``scaffold.specs.ORDER``.
 """
 
 from __future__ import annotations
 
 import warnings
-from typing import Any
 
 from subagent_lab.config.agent_profile import AgentProfile
 from subagent_lab.config.endpoints import ModelConfig
-from subagent_lab.config.legacy import apply_keys
 from subagent_lab.config.runtime_profile import RuntimeProfile
-from subagent_lab.config.scaffolds import Scaffold
 from subagent_lab.core.budget import BudgetNode, CostAccount, Prices
 from subagent_lab.core.loop_state import LoopSpec
 from subagent_lab.core.policy import Policy
 from subagent_lab.scaffold.specs import build_policies
 
 Profile = RuntimeProfile | AgentProfile
-
-PARENT_BASE = Scaffold.model_validate({"policies": ["SkipRepeated"]})
-"""A parent's scaffold before its own fields (``parent_scaffold``)."""
-
-
-def parent_scaffold(profile: AgentProfile) -> Scaffold:
-    """A parent's policies: a tool before the answer (``min_tool_calls``) and a grace turn
-    (``grace_turn``), its own fields."""
-    return apply_keys(
-        PARENT_BASE, {"min_tool_calls": profile.min_tool_calls, "grace_turn": profile.grace_turn}
-    )
 
 
 def loop_spec(
@@ -41,22 +27,7 @@ def loop_spec(
     """The loop's limits, sampling and grammar caps for a child's or a parent's profile. The output
     cap falls back to the model's; ``seed`` and ``temperature`` replace the model's when given (a
     sweep's independent repeats). A parent's contract is its own (None: a free-text answer)."""
-    plain = LoopSpec(max_steps=1, context_token_budget=1, total_token_budget=1, timeout_s=1, contract=None)
-    if isinstance(profile, RuntimeProfile):
-        sizes = profile.scaffold.observation
-        own: dict[str, Any] = {
-            "contract": profile.contract,
-            "thought_max_chars": sizes.thought_max_chars,
-            "action_max_tokens": sizes.action_max_tokens,
-            "arg_max_chars": sizes.arg_max_chars,
-        }
-    else:
-        own = {
-            "contract": profile.contract,
-            "thought_max_chars": plain.thought_max_chars,
-            "action_max_tokens": profile.action_max_tokens,
-            "arg_max_chars": profile.arg_max_chars,
-        }
+    sizes = profile.scaffold.observation
     return LoopSpec(
         max_steps=profile.max_steps,
         context_token_budget=profile.context_token_budget,
@@ -69,15 +40,16 @@ def loop_spec(
         max_repairs=profile.max_repairs,
         temperature=model.temperature if temperature is None else temperature,
         seed=model.seed if seed is None else seed,
-        **own,
+        contract=profile.contract,
+        thought_max_chars=sizes.thought_max_chars,
+        action_max_tokens=sizes.action_max_tokens,
+        arg_max_chars=sizes.arg_max_chars,
     )
 
 
 def policies(profile: Profile) -> tuple[Policy, ...]:
     """The policies of a profile's scaffold, in ``ORDER``."""
-    if isinstance(profile, RuntimeProfile):
-        return build_policies(profile.scaffold.specs(), contract=bool(profile.contract))
-    return build_policies(parent_scaffold(profile).specs(), contract=False)
+    return build_policies(profile.scaffold.specs(), contract=bool(profile.contract))
 
 
 class CostCapInert(UserWarning):

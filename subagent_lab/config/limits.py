@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing_extensions import Self  # typing's from Python 3.11
 
 from subagent_lab.config import legacy
 from subagent_lab.core.budget import CostCapUsd
@@ -45,6 +46,14 @@ class Limits(BaseModel):
     the run as ``loop_detected``."""
     max_repairs: int = Field(default=2, ge=0, le=10)
     """Repair turns after an answer that breaks its contract (or its checks), over the run."""
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy; with ``update``, validated as a profile is (older names and scaffold keys
+        folded in), not pydantic's unchecked copy: a profile is never a state that validation
+        would refuse."""
+        if not update:
+            return super().model_copy(deep=deep)
+        return self.model_validate({**dict(self), **legacy.renamed(update)})
 
     @model_validator(mode="before")
     @classmethod

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from subagent_lab.config.agent_profile import validation_problems
 from subagent_lab.config.legacy import apply_keys
-from subagent_lab.config.scaffolds import BASE, PLAIN, PolicySpec, Scaffold, extend
+from subagent_lab.config.scaffolds import BASE, PARENT, PLAIN, PolicySpec, Scaffold, extend
 
 
 class ScaffoldPreset(BaseModel):
@@ -44,6 +44,10 @@ def is_dump(given: Any) -> bool:
 BUILT_IN: dict[str, tuple[str, Scaffold]] = {
     "plain": ("The seed article's mechanism: free actions, contract check and repairs, budgets.", PLAIN),
     "base": ("A child profile's scaffold when it names none: paths and evidence from what was shown.", BASE),
+    "parent": (
+        "A main agent's scaffold when it names none: a repeat sits out, a grace turn, long actions.",
+        PARENT,
+    ),
 }
 
 
@@ -101,9 +105,11 @@ def preset(where: str, raw: Any) -> ScaffoldPreset:
         raise ValueError(f"{where}: {validation_problems(exc)}") from None
 
 
-def named_scaffold(where: str, profile: Mapping[str, Any], presets: Mapping[str, Scaffold]) -> dict[str, Any]:
-    """A profile's fields with its ``scaffold`` (a preset's name, a list of entries over ``plain``,
-    or a preset written in place) resolved."""
+def named_scaffold(
+    where: str, profile: Mapping[str, Any], presets: Mapping[str, Scaffold], *, over: str = "plain"
+) -> dict[str, Any]:
+    """A profile's fields with its ``scaffold`` (a preset's name, a list of entries over ``over``,
+    or a preset written in place, which extends ``over`` unless it says otherwise) resolved."""
     given = profile.get("scaffold")
     if given is None or isinstance(given, Scaffold):
         return dict(profile)
@@ -114,6 +120,8 @@ def named_scaffold(where: str, profile: Mapping[str, Any], presets: Mapping[str,
     if is_dump(given):
         return dict(profile)  # a resolved scaffold's fields: validated as they are
     written = preset(f"{where}.scaffold", {"policies": given} if isinstance(given, list) else given)
+    if written.extends is None:
+        written = written.model_copy(update={"extends": over})
     try:
         scaffold = resolve_presets({"(in place)": written}, known=presets)["(in place)"]
     except ValueError as exc:

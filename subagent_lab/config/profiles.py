@@ -78,8 +78,8 @@ class LabConfig(BaseModel):
     @model_validator(mode="wrap")
     @classmethod
     def _resolve_scaffolds(cls, raw: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
-        """Presets resolved through ``extends``, once per load, and each profile's named scaffold
-        replaced by the scaffold it names (a list or mapping written in place resolves as a preset
+        """Presets resolved through ``extends``, once per load, and each profile's and agent's named
+        scaffold replaced by the scaffold it names (a list or mapping written in place resolves as a preset
         would); the resolved presets are kept for ``scaffold`` and ``_models_defined``."""
         if not isinstance(raw, Mapping):
             return handler(raw)
@@ -94,6 +94,14 @@ class LabConfig(BaseModel):
             name: named_scaffold(f"profiles.{name}", prof, resolved) if isinstance(prof, Mapping) else prof
             for name, prof in profiles.items()
         }
+        agents = raw.get("agents")
+        if isinstance(agents, Mapping):
+            out["agents"] = {
+                name: named_scaffold(f"agents.{name}", agent, resolved, over="parent")
+                if isinstance(agent, Mapping)
+                else agent
+                for name, agent in agents.items()
+            }
         config = handler(out)
         config._presets = resolved
         return config

@@ -60,13 +60,6 @@ class RuntimeProfile(Limits):
         ``scaffold`` (``apply_overrides`` folds each layer in turn)."""
         return legacy.fold(raw, BASE)
 
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> RuntimeProfile:
-        """A copy; with ``update``, validated as a profile is (its scaffold keys folded in), not
-        pydantic's unchecked copy: a profile is never a state that validation would refuse."""
-        if not update:
-            return super().model_copy(deep=deep)
-        return type(self).model_validate({**dict(self), **legacy.renamed(update)})
-
     @model_validator(mode="after")
     def _invariants(self) -> RuntimeProfile:
         forbidden = sorted(set(self.tools) & FORBIDDEN_IN_SUBAGENTS)

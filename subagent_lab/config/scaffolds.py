@@ -7,7 +7,8 @@ an inherited policy's parameters, or remove one with ``false``), and sizes the o
 block of its own. A profile names its scaffold (a preset, or a list written in place). Applying a
 preset replaces whatever scaffold a profile carried: the same preset is the same scaffold for every
 model. ``plain`` (the seed article's mechanism: free actions, the contract check and its repairs,
-budgets) and ``base`` (a child profile's scaffold when it names none) are built in.
+budgets), ``base`` (a child profile's scaffold when it names none) and ``parent`` (a main agent's)
+are built in.
 """
 
 from __future__ import annotations
@@ -181,6 +182,16 @@ BASE = Scaffold.model_validate(
 )
 """The built-in ``base`` preset: a child profile's scaffold when it names none (the verification
 and plan profiles): a tool before the answer, paths and evidence from what the tools showed."""
+
+PARENT = Scaffold.model_validate(
+    {
+        "policies": ["SkipRepeated", "Grace"],
+        "observation": {"action_max_tokens": 400, "arg_max_chars": 4000, "thought_max_chars": 80},
+    }
+)
+"""The built-in ``parent`` preset: a main agent's scaffold when it names none: a repeated tool sits
+out, a grace turn after a limit; an action may be long (an Edit's text, a Task's prompt). Its tools
+are its own (``agents.tools``): the sizes of Read, Grep and Glob observations are a child's."""
 
 
 def symbol_tools_allowed(scaffold: Scaffold, tools: tuple[str, ...]) -> list[str]:

@@ -1,4 +1,5 @@
-"""One profile shape: the limits parent and child share, their old names, their one check."""
+"""One profile shape: the limits parent and child share (their old names, their one check), and
+the parent's scaffold, a preset as a child's."""
 
 from __future__ import annotations
 
@@ -9,12 +10,16 @@ import pytest
 import yaml
 from conftest import REPO
 
+from subagent_lab.config import build
 from subagent_lab.config.agent_profile import AgentProfile, apply_overrides
+from subagent_lab.config.build import loop_spec
+from subagent_lab.config.endpoints import ModelConfig
 from subagent_lab.config.legacy import upgrade_fields
 from subagent_lab.config.limits import PARENT_LIMITS, Limits
 from subagent_lab.config.profiles import config_json_schema, load_config
 from subagent_lab.config.runtime_profile import RuntimeProfile
 from subagent_lab.config.scaffolds import BASE
+from subagent_lab.core.policy import policy_names
 from subagent_lab.core.types import ConfigError
 
 
@@ -124,3 +129,68 @@ def test_a_parent_without_limits_gets_the_parent_defaults_and_the_schema_says_so
     assert {"max_steps", "context_token_budget", "total_token_budget"} <= set(child["required"])
     with pytest.raises(ValueError, match="max_steps"):
         RuntimeProfile(name="x", system_prompt="p", context_token_budget=10, total_token_budget=20)  # type: ignore[call-arg]
+
+
+# --- the parent's scaffold ------------------------------------------------------------------------
+
+
+def test_a_parent_holds_no_aid_switch_and_no_observation_size() -> None:
+    from subagent_lab.config.legacy import FLAT, SIZES
+
+    assert set(AgentProfile.model_fields) & (set(FLAT) | SIZES) == set()
+    assert "scaffold" in AgentProfile.model_fields
+
+
+def test_an_old_parent_profile_with_flat_aid_fields_loads_as_its_scaffold(tmp_path: Path) -> None:
+    raw = _shipped()
+    raw["agents"]["main"].update(
+        min_tool_calls=2, grace_turn=False, action_max_tokens=300, arg_max_chars=2000, max_contract_repairs=1
+    )
+    lab = load_config(_write(tmp_path, raw), env={})
+    main = lab.agents["main"]
+    assert main.scaffold.param("RequireToolFirst", "n") == 2 and not main.scaffold.has("Grace")
+    assert (main.scaffold.observation.action_max_tokens, main.scaffold.observation.arg_max_chars) == (
+        300,
+        2000,
+    )
+    assert main.max_repairs == 1
+    spec = loop_spec(main, ModelConfig(model="m"))
+    assert (spec.action_max_tokens, spec.arg_max_chars, spec.max_repairs) == (300, 2000, 1)
+    assert policy_names(build.policies(main)) == ["require_tool_first", "skip_repeated"]
+
+
+def test_a_parent_without_a_scaffold_runs_the_built_in_parent_preset(tmp_path: Path) -> None:
+    lab = load_config(REPO / "profiles.yaml", env={})
+    main = lab.agents["main"]
+    assert main.scaffold == lab.scaffold("parent").scaffold == AgentProfile.default().scaffold
+    # what the parent's two flat fields and its two caps meant before they were a preset
+    assert policy_names(build.policies(main)) == ["skip_repeated", "grace"]
+    spec = loop_spec(main, ModelConfig(model="m"))
+    assert (spec.action_max_tokens, spec.arg_max_chars, spec.thought_max_chars) == (400, 4000, 80)
+
+
+def test_a_parent_names_a_preset_or_writes_its_policies_over_the_parent_preset(tmp_path: Path) -> None:
+    raw = _shipped()
+    raw["agents"]["main"]["scaffold"] = [{"RequireToolFirst": {"n": 1}}]
+    raw["agents"]["plain"] = {**raw["agents"]["main"], "scaffold": "plain"}
+    lab = load_config(_write(tmp_path, raw), env={})
+    written, plain = lab.agents["main"].scaffold, lab.agents["plain"].scaffold
+    assert written.has("RequireToolFirst") and written.has("Grace")  # over ``parent``, not ``plain``
+    assert written.observation == lab.scaffold("parent").scaffold.observation
+    assert plain == lab.scaffold("plain").scaffold
+
+
+def test_an_unknown_preset_on_a_parent_names_the_file_and_the_field(tmp_path: Path) -> None:
+    raw = _shipped()
+    raw["agents"]["main"]["scaffold"] = "nope"
+    path = _write(tmp_path, raw)
+    with pytest.raises(ConfigError) as info:
+        load_config(path, env={})
+    assert str(path) in str(info.value) and "agents.main.scaffold: unknown preset 'nope'" in str(info.value)
+
+
+def test_a_parent_copy_is_validated_and_folds_old_fields() -> None:
+    parent = AgentProfile.default().model_copy(update={"min_tool_calls": 3})
+    assert parent.scaffold.param("RequireToolFirst", "n") == 3
+    with pytest.raises(ValueError, match="max_steps"):
+        AgentProfile.default().model_copy(update={"max_steps": 0})

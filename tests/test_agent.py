@@ -418,7 +418,7 @@ def test_parent_spec_is_the_child_spec_builder(config: LabConfig, workspace: Pat
     _, model_cfg, _ = cfg.resolve_model(agent.profile.model)
     plan = agent.plan("Find the entry point.", Workspace(workspace))
     assert plan.spec == loop_spec(agent.profile, model_cfg)
-    assert (plan.spec.max_parallel_tools, plan.spec.contract) == (3, None)
+    assert (plan.spec.limits.max_parallel_tools, plan.spec.contract) == (3, None)
     assert RequireToolFirst(2) in policies(agent.profile)  # min_tool_calls is a policy's parameter now
     assert plan.policies == policies(agent.profile)
     assert [m.role for m in plan.messages] == ["system", "user"]

@@ -19,8 +19,9 @@ from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
 from subagent_lab.config import build
 from subagent_lab.config.agent_profile import AgentProfile, apply_overrides
 from subagent_lab.config.build import loop_spec
+from subagent_lab.config.limits import Limits
 from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile
-from subagent_lab.core.loop import LoopSpec
+from subagent_lab.core.loop import LoopSpec, RunLimits
 from subagent_lab.core.trace import RunEnded, RunStarted, TraceWriter, read_trace
 from subagent_lab.core.types import ConfigError
 from subagent_lab.models.scripted import ScriptedModel, final, tool_call
@@ -227,28 +228,28 @@ NOT_LOOP_FIELDS = {
     },
 }  # fmt: skip
 """Profile fields that are neither loop limits nor policy parameters. A new profile field must reach
-the LoopSpec (the same name), be read by ``build.policies``
-(``POLICY_FIELDS``: the child's scaffold, the parent's two policy fields) or be listed here: a
-limit the builder silently drops is the bug this test exists for."""
+the LoopSpec (a limit under its own name in ``RunLimits``, or the contract), be read by
+``build.policies`` and ``build.grammar_caps`` (``POLICY_FIELDS``: the scaffold) or be listed here:
+a limit the builder silently drops is the bug this test exists for."""
 
 
 def _differing(profile: Any, spec: LoopSpec) -> dict[str, tuple[Any, Any]]:
-    """LoopSpec fields the profile holds whose values differ."""
+    """The spec's limits whose values differ from the profile's limits of the same name."""
     out = {}
-    for f in dataclasses.fields(LoopSpec):
-        name = f.name
-        if name in type(profile).model_fields and getattr(profile, name) != getattr(spec, f.name):
-            out[f.name] = (getattr(profile, name), getattr(spec, f.name))
+    for f in dataclasses.fields(RunLimits):
+        assert f.name in Limits.model_fields, f.name  # one name for a limit, profile and loop alike
+        if getattr(profile, f.name) != getattr(spec.limits, f.name):
+            out[f.name] = (getattr(profile, f.name), getattr(spec.limits, f.name))
     return out
 
 
-POLICY_FIELDS = {"scaffold", "min_tool_calls", "grace_turn"}
-"""What ``build.policies`` (and ``loop_spec``'s observation sizes) read of a profile."""
+POLICY_FIELDS = {"scaffold"}
+"""What ``build.policies`` and ``build.grammar_caps`` read of a profile."""
 
 
 @pytest.mark.parametrize("kind", [RuntimeProfile, AgentProfile])
 def test_every_profile_field_is_a_loop_limit_or_declared_otherwise(kind: type) -> None:
-    consumed = {f.name for f in dataclasses.fields(LoopSpec)} | POLICY_FIELDS
+    consumed = {f.name for f in dataclasses.fields(RunLimits)} | {"contract"} | POLICY_FIELDS
     assert set(kind.model_fields) - consumed - NOT_LOOP_FIELDS[kind] == set()
 
 
@@ -264,17 +265,20 @@ def test_one_spec_builder_carries_every_shared_field(config: LabConfig) -> None:
     for profile in (child, parent):
         spec = loop_spec(profile, model)
         assert _differing(profile, spec) == {"max_output_tokens": (None, 500)}  # the model's cap
-        assert (spec.temperature, spec.seed) == (0.3, 11)
+        assert (spec.sampling.temperature, spec.sampling.seed) == (0.3, 11)
+        sizes = profile.scaffold.observation
+        caps = (sizes.action_max_tokens, sizes.thought_max_chars, sizes.arg_max_chars)
+        assert dataclasses.astuple(spec.caps) == caps and spec.contract == profile.contract
     child_spec, parent_spec = loop_spec(child, model), loop_spec(parent, model)
     child_policies, parent_policies = build.policies(child), build.policies(parent)
     assert RequireEvidence(grounded=True) in child_policies and RequireToolFirst(2) in child_policies
     assert child_spec.contract == "ExploreResult"
-    assert child_spec.max_repairs == child.max_repairs and Grace() not in child_policies
-    assert (parent_spec.contract, parent_spec.max_repairs) == (None, 1) and RequireToolFirst(
-        1
-    ) in parent_policies
-    assert (parent_spec.max_parallel_tools, parent_spec.max_steps) == (3, 7)
-    assert (loop_spec(child, model, seed=5, temperature=0.9).seed, loop_spec(child, model).seed) == (5, 11)
+    assert child_spec.limits.max_repairs == child.max_repairs and Grace() not in child_policies
+    assert (parent_spec.contract, parent_spec.limits.max_repairs) == (None, 1)
+    assert RequireToolFirst(1) in parent_policies
+    assert (parent_spec.limits.max_parallel_tools, parent_spec.limits.max_steps) == (3, 7)
+    seeded = loop_spec(child, model, seed=5, temperature=0.9).sampling
+    assert (seeded.seed, seeded.temperature, loop_spec(child, model).sampling.seed) == (5, 0.9, 11)
 
 
 # --- the run plan -------------------------------------------------------------------------------

@@ -213,7 +213,12 @@ def test_the_check_sees_a_tool_name_and_a_flag(tmp_path: Path) -> None:
 
 
 def test_loop_spec_holds_limits_sampling_grammar_caps_and_the_contract_only() -> None:
-    from subagent_lab.core.loop_state import LoopSpec
+    from subagent_lab.core.loop_state import GrammarCaps, LoopSpec, RunLimits, Sampling
 
-    names = set(LoopSpec.__dataclass_fields__)
+    assert set(LoopSpec.__dataclass_fields__) == {"limits", "sampling", "caps", "contract"}
+    names = {
+        *RunLimits.__dataclass_fields__,
+        *Sampling.__dataclass_fields__,
+        *GrammarCaps.__dataclass_fields__,
+    }
     assert len(names) <= 15 and not names & SCAFFOLD_FLAGS

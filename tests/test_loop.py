@@ -14,7 +14,7 @@ from subagent_lab.agents.launcher import SubagentRequest
 from subagent_lab.analysis.metrics import child_metrics
 from subagent_lab.config.profiles import LabConfig
 from subagent_lab.core.budget import BudgetNode
-from subagent_lab.core.loop import LoopDeps, LoopOutcome, LoopSpec, Review, Reviewer, run_loop
+from subagent_lab.core.loop import LoopDeps, LoopOutcome, LoopSpec, Review, Reviewer, RunLimits, run_loop
 from subagent_lab.core.model import ModelCallError
 from subagent_lab.core.permissions import PermissionGate
 from subagent_lab.core.trace import (
@@ -379,9 +379,8 @@ def _direct(
     model = ScriptedModel(turns)
     tools = build_tools(["Grep", "Read"], "full")
     trace = TraceWriter(tmp_path / "direct.jsonl", "run-direct")
-    spec = LoopSpec(
-        max_steps=5, context_token_budget=12000, total_token_budget=60000, timeout_s=30, contract=None
-    )
+    limits = RunLimits(max_steps=5, context_token_budget=12000, total_token_budget=60000, timeout_s=30)
+    spec = LoopSpec(limits=limits, contract=None)
     loop_deps = LoopDeps(
         model=model,
         tools=tools,

@@ -292,7 +292,12 @@ def test_the_builder_maps_the_flat_fields_to_ordered_policies(config: LabConfig)
     ]  # fmt: skip
     params = policy_params(policies)
     assert params["cite_from_seen"]["margin"] == 2 and params["first_search"] == {"n": 2}
-    assert spec.contract == "ExploreResult" and len(spec.__dataclass_fields__) <= 15
+    assert spec.contract == "ExploreResult" and set(spec.__dataclass_fields__) == {
+        "limits",
+        "contract",
+        "sampling",
+        "caps",
+    }
     parent = build.policies(AgentProfile())
     assert policy_names(parent) == ["skip_repeated", "grace"]  # no contract: no citation aids
 

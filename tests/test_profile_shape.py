@@ -3,6 +3,7 @@ the parent's scaffold, a preset as a child's."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 from typing import Any
 
@@ -155,7 +156,7 @@ def test_an_old_parent_profile_with_flat_aid_fields_loads_as_its_scaffold(tmp_pa
     )
     assert main.max_repairs == 1
     spec = loop_spec(main, ModelConfig(model="m"))
-    assert (spec.action_max_tokens, spec.arg_max_chars, spec.max_repairs) == (300, 2000, 1)
+    assert (spec.caps.action_max_tokens, spec.caps.arg_max_chars, spec.limits.max_repairs) == (300, 2000, 1)
     assert policy_names(build.policies(main)) == ["require_tool_first", "skip_repeated"]
 
 
@@ -166,7 +167,11 @@ def test_a_parent_without_a_scaffold_runs_the_built_in_parent_preset(tmp_path: P
     # what the parent's two flat fields and its two caps meant before they were a preset
     assert policy_names(build.policies(main)) == ["skip_repeated", "grace"]
     spec = loop_spec(main, ModelConfig(model="m"))
-    assert (spec.action_max_tokens, spec.arg_max_chars, spec.thought_max_chars) == (400, 4000, 80)
+    assert (spec.caps.action_max_tokens, spec.caps.arg_max_chars, spec.caps.thought_max_chars) == (
+        400,
+        4000,
+        80,
+    )
 
 
 def test_a_parent_names_a_preset_or_writes_its_policies_over_the_parent_preset(tmp_path: Path) -> None:
@@ -194,3 +199,51 @@ def test_a_parent_copy_is_validated_and_folds_old_fields() -> None:
     assert parent.scaffold.param("RequireToolFirst", "n") == 3
     with pytest.raises(ValueError, match="max_steps"):
         AgentProfile.default().model_copy(update={"max_steps": 0})
+
+
+# --- no consumer branches on the profile's kind ---------------------------------------------------
+
+PROFILE_TYPES = frozenset({"AgentProfile", "RuntimeProfile", "Limits"})
+
+
+def _profile_type_checks(source: str) -> list[int]:
+    """Lines that test a value against a profile type: ``isinstance``/``issubclass`` with one of
+    ``PROFILE_TYPES`` among its classes, or ``type(x) is/== ...`` naming one."""
+
+    def names(node: ast.AST) -> set[str]:
+        return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | {
+            n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)
+        }
+
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            checks = node.func.id in ("isinstance", "issubclass") and len(node.args) == 2
+            if checks and names(node.args[1]) & PROFILE_TYPES:
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Compare) and isinstance(node.left, ast.Call):
+            left = node.left.func
+            if isinstance(left, ast.Name) and left.id == "type" and names(node) & PROFILE_TYPES:
+                lines.append(node.lineno)
+    return lines
+
+
+def test_the_check_finds_a_branch_on_the_profile_kind() -> None:
+    bad = (
+        "if isinstance(p, RuntimeProfile):\n    pass\n"
+        "assert isinstance(p, (str, config.AgentProfile))\n"
+        "if type(p) is AgentProfile:\n    pass\n"
+        "if isinstance(p, str):\n    pass\n"
+    )
+    assert _profile_type_checks(bad) == [1, 3, 4]
+
+
+def test_no_isinstance_on_a_profile_type_outside_config() -> None:
+    package = REPO / "subagent_lab"
+    found = [
+        f"{path.relative_to(REPO)}:{line}"
+        for path in sorted(package.rglob("*.py"))
+        if "config" not in path.relative_to(package).parts[:1]
+        for line in _profile_type_checks(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []

@@ -113,7 +113,11 @@ class SubagentLauncher:
         return result
 
     def _run(
-        self, request: SubagentRequest, plan: RunPlan, trace: TraceWriter, cancel: threading.Event | None
+        self,
+        request: SubagentRequest,
+        plan: RunPlan[RuntimeProfile],
+        trace: TraceWriter,
+        cancel: threading.Event | None,
     ) -> LoopOutcome:
         """Start the trace, set up the model, run the loop (or fail a run that cannot start)."""
         started = time.monotonic()
@@ -136,12 +140,15 @@ class SubagentLauncher:
         return run_loop(plan.spec, plan.deps(llm, trace, self.workspace, cancel), list(plan.messages))
 
     def _result(
-        self, request: SubagentRequest, plan: RunPlan, outcome: LoopOutcome, trace_error: str | None
+        self,
+        request: SubagentRequest,
+        plan: RunPlan[RuntimeProfile],
+        outcome: LoopOutcome,
+        trace_error: str | None,
     ) -> SubagentResult:
         """The run's result, masked: it goes to the parent's model, to sweep tables and to logs (an
         endpoint may echo the Authorization header in an error that becomes the detail)."""
         profile, model = plan.profile, plan.model
-        assert isinstance(profile, RuntimeProfile)  # a child's plan (``plan_run``)
         grammar, checked = self.config.grammar_aids(profile.scaffold, model.used)
         model_id, fallback = served_identity(
             model.config.model, model.fallback, outcome.served_model_ids, outcome.terminal_reason
@@ -159,8 +166,8 @@ class SubagentLauncher:
             model_id=model_id,
             fallback=fallback,
             cost_usd=cost_usd(outcome.usage, model.config),
-            seed=plan.spec.seed,
-            temperature=plan.spec.temperature,
+            seed=plan.spec.sampling.seed,
+            temperature=plan.spec.sampling.temperature,
             trace_path=str(plan.trace_path),
             trace_error=trace_error,
             rerun_of=request.rerun_of,
@@ -176,7 +183,7 @@ class SubagentLauncher:
         self,
         kind: Any,
         request: SubagentRequest,
-        plan: RunPlan,
+        plan: RunPlan[RuntimeProfile],
         *,
         model_choice: ModelChoice | None = None,
         model_used: ModelChoice | None = None,

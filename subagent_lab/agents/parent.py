@@ -133,7 +133,9 @@ class MainAgent:
             text += f"\n\nSub-agent types for Task (subagent_type):\n{kinds}"
         return text + "\n"
 
-    def plan(self, task_text: str, workspace: Workspace, sandbox: BashSandbox | None = None) -> RunPlan:
+    def plan(
+        self, task_text: str, workspace: Workspace, sandbox: BashSandbox | None = None
+    ) -> RunPlan[AgentProfile]:
         """The run's plan on ``workspace`` (``agents.plan.plan_main``): tools, gate, first message,
         limits, policies and ``RunStarted``."""
         sandbox = sandbox or self._sandbox()
@@ -205,7 +207,7 @@ class MainAgent:
 
     def _tool_context(
         self,
-        plan: RunPlan,
+        plan: RunPlan[AgentProfile],
         launcher: SubagentLauncher,
         cancel: threading.Event | None,
         sandbox: BashSandbox,
@@ -319,7 +321,7 @@ class MainAgent:
 class _Running:
     """One main-agent run once its trace is open: the plan and what the run opened around it."""
 
-    plan: RunPlan
+    plan: RunPlan[AgentProfile]
     trace: TraceWriter
     ctx: MainToolContext
     scratch: ScratchCopy | None

@@ -14,13 +14,14 @@ import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from subagent_lab.agents.launch_io import fork_prefix, plain_json, render_task, workspace_overview
 from subagent_lab.config import build
 from subagent_lab.config.agent_profile import AgentProfile, apply_overrides
+from subagent_lab.config.limits import Limits
 from subagent_lab.config.profiles import LabConfig, ModelConfig, RuntimeProfile
 from subagent_lab.core.budget import BudgetNode, CostAccount
 from subagent_lab.core.loop import LoopDeps, LoopSpec, Reviewer
@@ -82,14 +83,18 @@ class ModelUse:
     fallback: bool
 
 
+P = TypeVar("P", RuntimeProfile, AgentProfile)
+"""The kind of profile a plan runs: a child's (``plan_run``) or a main agent's (``plan_main``)."""
+
+
 @dataclass(frozen=True)
-class RunPlan:
+class RunPlan(Generic[P]):
     """One run, planned: what its trace, its loop and its result read. ``cost`` is the run's one
     cost account (a parent's is shared with its children); everything else is fixed."""
 
     run_id: str
     trace_path: Path
-    profile: RuntimeProfile | AgentProfile
+    profile: P
     model: ModelUse
     spec: LoopSpec
     policies: tuple[Policy, ...]
@@ -197,7 +202,7 @@ def plan_run(
     session_id: str,
     trace_dir: Path,
     parent: ParentLink | None = None,
-) -> RunPlan:
+) -> RunPlan[RuntimeProfile]:
     """A child's plan. Raises only for caller mistakes (ConfigError); a workspace that cannot be
     read, or a harness bug while planning (then without ``started``), is the plan's ``problem``."""
     profile = _granted(resolve_profile(config, request), request.budget)
@@ -236,17 +241,16 @@ def plan_run(
 
 
 def _child_start(
-    plan: RunPlan,
+    plan: RunPlan[RuntimeProfile],
     config: LabConfig,
     request: SubagentRequest,
     names: tuple[str, ...],
     session_id: str,
     parent: ParentLink | None,
-) -> RunPlan:
+) -> RunPlan[RuntimeProfile]:
     """``plan`` completed with what a child starts from: its first messages as its policies shape
     them, the spans they show, its tools and its ``RunStarted``."""
     profile, spec = plan.profile, plan.spec
-    assert isinstance(profile, RuntimeProfile)
     shape, problem = _shape(request.task, plan.workspace, names, plan.policies)
     # Rendered once: the task as the harness restates it is the first message without its
     # appended sections (a repo map, a tool guide), whose identifiers are not the task's words.
@@ -277,8 +281,8 @@ def _child_start(
         request_context=plain_json(request.context) if request.context else None,
         overrides=plain_json(request.overrides),
         profile_fields=plain_json(profile.model_dump(exclude={"name", "description", "system_prompt"})),
-        seed=spec.seed,
-        temperature=spec.temperature,
+        seed=spec.sampling.seed,
+        temperature=spec.sampling.temperature,
         rerun_of=request.rerun_of,
         shown=[tuple(span) for span in shown],
         prior_messages=prior,
@@ -314,7 +318,7 @@ def plan_main(
     session_id: str,
     trace_dir: Path,
     budgets: Mapping[str, float] | None = None,
-) -> RunPlan:
+) -> RunPlan[AgentProfile]:
     """A main agent's plan: its tools (``main_tools``) under the ``main_agent`` gate with
     ``ask_policy``, its first message (the task, the layout line and ``note``, the Bash sandbox's
     warning), and the same limits, policies and cost account a child's profile would give."""
@@ -363,7 +367,7 @@ def plan_main(
 
 def run_started(
     run_id: str,
-    limits: RuntimeProfile | AgentProfile,
+    limits: Limits,
     model: ModelUse,
     policies: tuple[Policy, ...],
     *,
@@ -410,7 +414,7 @@ def _shape(
     return shape, None
 
 
-def children_scope(plan: RunPlan, cap: int | None) -> BudgetNode:
+def children_scope(plan: RunPlan[AgentProfile], cap: int | None) -> BudgetNode:
     """A main agent's children's scope: beside its own calls, under its cost cap, capped at ``cap``
     tokens for all its Task children together (None: no cap of their own)."""
     root = plan.budget.parent or plan.budget

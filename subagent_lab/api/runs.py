@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from subagent_lab.agents.launcher import ModelFactory, SubagentLauncher, SubagentRequest, SubagentResult
 from subagent_lab.config.agent_profile import AgentProfile, apply_overrides
 from subagent_lab.config.endpoints import ModelConfig
@@ -56,11 +58,13 @@ def with_profile(lab: LabConfig, profile: ProfileArg) -> tuple[LabConfig, str]:
     context as a file's profile is (ConfigError)."""
     if isinstance(profile, str):
         return lab, profile
-    if not isinstance(profile, RuntimeProfile):
+    try:  # a child's profile object as it is; anything else (a main agent's profile) is refused
+        profile = RuntimeProfile.model_validate(profile)
+    except ValidationError:
         raise ConfigError(
             f"profile must be a profile's name or a RuntimeProfile (sl.import_agent(path).profile), "
             f"not {type(profile).__name__}"
-        )
+        ) from None
     lab = lab.model_copy(update={"profiles": {**lab.profiles, profile.name: profile}})
     problems = [p for p in context_overflows(lab) if p.startswith(f"profiles.{profile.name}.")]
     if problems:

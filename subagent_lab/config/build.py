@@ -12,9 +12,11 @@ import warnings
 
 from subagent_lab.config.agent_profile import AgentProfile
 from subagent_lab.config.endpoints import ModelConfig
+from subagent_lab.config.limits import Limits
 from subagent_lab.config.runtime_profile import RuntimeProfile
+from subagent_lab.config.scaffolds import Scaffold
 from subagent_lab.core.budget import BudgetNode, CostAccount, Prices
-from subagent_lab.core.loop_state import LoopSpec
+from subagent_lab.core.loop_state import GrammarCaps, LoopSpec, RunLimits, Sampling
 from subagent_lab.core.policy import Policy
 from subagent_lab.scaffold.specs import build_policies
 
@@ -24,25 +26,47 @@ Profile = RuntimeProfile | AgentProfile
 def loop_spec(
     profile: Profile, model: ModelConfig, *, seed: int | None = None, temperature: float | None = None
 ) -> LoopSpec:
-    """The loop's limits, sampling and grammar caps for a child's or a parent's profile. The output
-    cap falls back to the model's; ``seed`` and ``temperature`` replace the model's when given (a
-    sweep's independent repeats). A parent's contract is its own (None: a free-text answer)."""
-    sizes = profile.scaffold.observation
+    """The loop's limits, sampling and grammar caps for a child's or a parent's profile, and its
+    answer's contract (a parent's None: a free-text answer)."""
     return LoopSpec(
-        max_steps=profile.max_steps,
-        context_token_budget=profile.context_token_budget,
-        total_token_budget=profile.total_token_budget,
-        timeout_s=profile.timeout_s,
-        max_output_tokens=profile.max_output_tokens or model.max_output_tokens,
-        max_tool_calls_per_step=profile.max_tool_calls_per_step,
-        max_parallel_tools=profile.max_parallel_tools,
-        max_stale_turns=profile.max_stale_turns,
-        max_repairs=profile.max_repairs,
+        limits=run_limits(profile, model),
+        contract=profile.contract,
+        sampling=sampling(model, seed=seed, temperature=temperature),
+        caps=grammar_caps(profile.scaffold),
+    )
+
+
+def run_limits(limits: Limits, model: ModelConfig) -> RunLimits:
+    """A profile's limits as the loop keeps them: the output cap falls back to the model's."""
+    return RunLimits(
+        max_steps=limits.max_steps,
+        context_token_budget=limits.context_token_budget,
+        total_token_budget=limits.total_token_budget,
+        timeout_s=limits.timeout_s,
+        max_output_tokens=limits.max_output_tokens or model.max_output_tokens,
+        max_repairs=limits.max_repairs,
+        max_tool_calls_per_step=limits.max_tool_calls_per_step,
+        max_stale_turns=limits.max_stale_turns,
+        max_parallel_tools=limits.max_parallel_tools,
+    )
+
+
+def sampling(model: ModelConfig, *, seed: int | None = None, temperature: float | None = None) -> Sampling:
+    """The model's temperature and seed; ``seed`` and ``temperature`` replace them when given (a
+    sweep's independent repeats)."""
+    return Sampling(
         temperature=model.temperature if temperature is None else temperature,
         seed=model.seed if seed is None else seed,
-        contract=profile.contract,
-        thought_max_chars=sizes.thought_max_chars,
+    )
+
+
+def grammar_caps(scaffold: Scaffold) -> GrammarCaps:
+    """The caps a scaffold's observation sizes put on an action: its output tokens, its thought
+    and each string argument."""
+    sizes = scaffold.observation
+    return GrammarCaps(
         action_max_tokens=sizes.action_max_tokens,
+        thought_max_chars=sizes.thought_max_chars,
         arg_max_chars=sizes.arg_max_chars,
     )
 

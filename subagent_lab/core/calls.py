@@ -59,7 +59,9 @@ def call_model(
     request = _request(run, phase, menu, schema, greedy)
     count = fit_context(run, request)
     request = request.model_copy(update={"messages": list(run.state.messages)})
-    wanted = max_tokens or (run.spec.action_max_tokens if phase == "act" else run.spec.max_output_tokens)
+    wanted = max_tokens or (
+        run.spec.caps.action_max_tokens if phase == "act" else run.spec.limits.max_output_tokens
+    )
     _admit(run, request, count, wanted, purpose)
     try:
         response = run.deps.model.complete(request)
@@ -118,9 +120,9 @@ def _request(
     if run.deps.cancel is not None and run.deps.cancel.is_set():
         raise Cancelled("cancelled by the caller")
     spec = run.spec
-    time_left = spec.timeout_s - (time.monotonic() - run.state.started)
+    time_left = spec.limits.timeout_s - (time.monotonic() - run.state.started)
     if time_left <= 0:
-        raise LimitReached("timeout", f"wall-clock limit of {spec.timeout_s:.0f}s reached")
+        raise LimitReached("timeout", f"wall-clock limit of {spec.limits.timeout_s:.0f}s reached")
     return ModelRequest(
         messages=run.state.messages,
         tools=[*(t.schema() for t in run.deps.tools.values()), FINISH_SCHEMA],
@@ -128,11 +130,11 @@ def _request(
         phase=phase,
         allowed_tools=menu.allowed if menu is not None else None,
         arg_choices=(menu.choices if menu is not None else None) or {},
-        thought_max_chars=spec.thought_max_chars,
-        arg_max_chars=spec.arg_max_chars,
+        thought_max_chars=spec.caps.thought_max_chars,
+        arg_max_chars=spec.caps.arg_max_chars,
         text_tools=[name for name, tool in run.deps.tools.items() if tool.kind == "read"],
-        temperature=0.0 if greedy else spec.temperature,
-        seed=spec.seed,
+        temperature=0.0 if greedy else spec.sampling.temperature,
+        seed=spec.sampling.seed,
         timeout_s=time_left,
     )
 
@@ -142,7 +144,7 @@ def _admit(run: Run, request: ModelRequest, count: TokenCount, wanted: int, purp
     budget, spec = run.state.budget, run.spec
     cap = budget.output_cap(count.tokens, wanted)
     # An action keeps the price of one final answer, so a cost cap still leaves the grace turn.
-    reserve = spec.max_output_tokens if purpose == "step" else 0
+    reserve = spec.limits.max_output_tokens if purpose == "step" else 0
     cost = budget.cost
     decision = dict(
         purpose=purpose,
@@ -150,8 +152,8 @@ def _admit(run: Run, request: ModelRequest, count: TokenCount, wanted: int, purp
         prompt_exact=count.exact,
         max_tokens=max(cap, 0),
         used_total=run.state.usage.total_tokens,
-        total_budget=spec.total_token_budget,
-        context_budget=spec.context_token_budget,
+        total_budget=spec.limits.total_token_budget,
+        context_budget=spec.limits.context_token_budget,
         cost_spent_usd=cost.spent_usd if cost is not None else None,
         cost_budget_usd=cost.limit_usd if cost is not None else None,
     )
@@ -185,8 +187,10 @@ def _charge_failure(run: Run, count: TokenCount, exc: ModelCallError, purpose: P
         retryable=exc.retryable,
         usage=lost,
     )
-    if time.monotonic() - run.state.started >= run.spec.timeout_s:
-        raise LimitReached("timeout", f"wall-clock limit of {run.spec.timeout_s:.0f}s reached") from None
+    if time.monotonic() - run.state.started >= run.spec.limits.timeout_s:
+        raise LimitReached(
+            "timeout", f"wall-clock limit of {run.spec.limits.timeout_s:.0f}s reached"
+        ) from None
     raise ModelFailed(str(exc)) from None
 
 
@@ -209,7 +213,7 @@ def answer_schema(run: Run) -> dict[str, Any] | None:
     schema = contract_schema(run.spec.contract)
     for policy in run.policies:
         schema = policy.answer_schema(run, schema)
-    return bounded_answer(schema, run.spec.max_output_tokens)
+    return bounded_answer(schema, run.spec.limits.max_output_tokens)
 
 
 def _lost_attempts(count: TokenCount, attempts: int) -> Usage:
@@ -225,7 +229,7 @@ def _lost_attempts(count: TokenCount, attempts: int) -> Usage:
 
 def fit_context(run: Run, request: ModelRequest) -> TokenCount:
     """Count the prompt; over the context budget, compact ``run.state.messages`` and count again."""
-    state, budget = run.state, run.spec.context_token_budget
+    state, budget = run.state, run.spec.limits.context_token_budget
     count = _count(run, request)
     state.counts_exact = state.counts_exact and count.exact
     if count.tokens <= budget:
@@ -250,11 +254,11 @@ def call_judge(run: Run, messages: list[Message], item: str, rank: int) -> float
     run as any call's would."""
     if run.deps.cancel is not None and run.deps.cancel.is_set():
         raise Cancelled("cancelled by the caller")
-    time_left = run.spec.timeout_s - (time.monotonic() - run.state.started)
+    time_left = run.spec.limits.timeout_s - (time.monotonic() - run.state.started)
     if time_left <= 0:
-        raise LimitReached("timeout", f"wall-clock limit of {run.spec.timeout_s:.0f}s reached")
+        raise LimitReached("timeout", f"wall-clock limit of {run.spec.limits.timeout_s:.0f}s reached")
     request = ModelRequest(
-        messages=messages, phase="final", temperature=0.0, seed=run.spec.seed, timeout_s=time_left,
+        messages=messages, phase="final", temperature=0.0, seed=run.spec.sampling.seed, timeout_s=time_left,
         top_logprobs=TOP_LOGPROBS,
     )  # fmt: skip
     count = _count(run, request)

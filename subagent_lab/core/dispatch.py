@@ -27,8 +27,8 @@ def run_tools(run: Run, calls: list[ToolCall]) -> tuple[list[Message], bool]:
     """Run a turn's calls; returns (tool messages in call order, whether any observation is new)."""
     state, spec = run.state, run.spec
     first = len(state.messages)
-    if len(calls) > 1 and spec.max_parallel_tools > 1:
-        with ThreadPoolExecutor(max_workers=min(spec.max_parallel_tools, len(calls))) as pool:
+    if len(calls) > 1 and spec.limits.max_parallel_tools > 1:
+        with ThreadPoolExecutor(max_workers=min(spec.limits.max_parallel_tools, len(calls))) as pool:
             outcomes = list(pool.map(lambda ic: run_tool(run, ic[0], ic[1]), enumerate(calls)))
     else:
         outcomes = [run_tool(run, i, c) for i, c in enumerate(calls)]
@@ -67,13 +67,13 @@ def _outcome(run: Run, index: int, call: ToolCall) -> tuple[ToolOutcome, bool]:
     deps, spec = run.deps, run.spec
     decision = deps.gate.check(call.name, deps.tools.get(call.name))
     record = _repeat_of(run, call)
-    if record is not None and decision.allowed and index < spec.max_tool_calls_per_step:
+    if record is not None and decision.allowed and index < spec.limits.max_tool_calls_per_step:
         resumed = next((o for p in run.policies if (o := p.on_repeat(run, call, record.step))), None)
         if resumed is not None:
             return resumed, False
-    if index >= spec.max_tool_calls_per_step:
+    if index >= spec.limits.max_tool_calls_per_step:
         return ToolOutcome(
-            status="denied", text=f"Denied: at most {spec.max_tool_calls_per_step} tool calls per turn"
+            status="denied", text=f"Denied: at most {spec.limits.max_tool_calls_per_step} tool calls per turn"
         ), False
     if not decision.allowed:
         return ToolOutcome(status="denied", text=f"Denied: {decision.reason}"), False

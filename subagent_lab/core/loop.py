@@ -34,7 +34,18 @@ from subagent_lab.core.contracts import (
 )
 from subagent_lab.core.dispatch import run_tools
 from subagent_lab.core.evidence import seen_check
-from subagent_lab.core.loop_state import LoopDeps, LoopOutcome, LoopSpec, Review, Reviewer, Run, RunState
+from subagent_lab.core.loop_state import (
+    GrammarCaps,
+    LoopDeps,
+    LoopOutcome,
+    LoopSpec,
+    Review,
+    Reviewer,
+    Run,
+    RunLimits,
+    RunState,
+    Sampling,
+)
 from subagent_lab.core.policy import FINISH, HARNESS_CALL, ActionMenu, AnswerCheck, RunContext
 from subagent_lab.core.prompts import GRACE_PROMPT, OFF_MENU_PROMPT, REPAIR_PROMPT, RETRY_PROMPT
 from subagent_lab.core.schema_check import off_menu, schema_breaches
@@ -51,7 +62,10 @@ from subagent_lab.core.types import (
     ToolCall,
 )
 
-__all__ = ["LoopDeps", "LoopOutcome", "LoopSpec", "Review", "Reviewer", "run_loop"]
+__all__ = [
+    "GrammarCaps", "LoopDeps", "LoopOutcome", "LoopSpec", "Review", "Reviewer", "RunLimits", "Sampling",
+    "run_loop",
+]  # fmt: skip
 
 
 class _LoopRun(Run):
@@ -85,21 +99,21 @@ def run_loop(spec: LoopSpec, deps: LoopDeps, messages: list[Message]) -> LoopOut
     always returns a value. A review's feedback starts another attempt on the conversation so far,
     under what the attempts and the reviews left of the run's budget scope."""
     started = time.monotonic()
-    budget = deps.budget or BudgetNode("run", tokens=spec.total_token_budget)
-    own_deadline = started + spec.timeout_s
+    budget = deps.budget or BudgetNode("run", tokens=spec.limits.total_token_budget)
+    own_deadline = started + spec.limits.timeout_s
     budget.deadline = own_deadline if budget.deadline is None else min(budget.deadline, own_deadline)
     attempts: list[LoopOutcome] = []
     trace = RunTrace(deps.trace, lambda: sum(o.steps for o in attempts))
-    limits: LoopSpec | None = spec
-    while limits is not None:
-        attempts.append(attempt := _attempt(limits, deps, budget, messages, trace.step()))
+    current: LoopSpec | None = spec
+    while current is not None:
+        attempts.append(attempt := _attempt(current, deps, budget, messages, trace.step()))
         if deps.review is None or attempt.terminal_reason != "completed":
             break
         review = _review(deps.review, attempts, budget)
         if review.feedback is None:
             break
-        limits = spec.left_after(attempts, budget)
-        if limits is not None:
+        current = spec.left_after(attempts, budget)
+        if current is not None:
             messages = [*attempt.messages, Message(role="user", content=review.feedback)]
             trace.emit(PromptAdded, purpose=review.purpose, content=review.feedback)
     outcome = LoopOutcome.of_attempts(attempts, time.monotonic() - started)
@@ -125,9 +139,10 @@ def _attempt(
 ) -> LoopOutcome:
     """One attempt: fresh state and policies under ``spec``, until an answer or a ``Stop``; its
     tokens are charged to the run's scope (``budget``) as they are spent."""
+    limits = spec.limits
     state = RunState(
         messages=list(messages),
-        budget=Budget(spec.total_token_budget, spec.context_token_budget, cost=deps.cost, node=budget),
+        budget=Budget(limits.total_token_budget, limits.context_token_budget, cost=deps.cost, node=budget),
         seen=list(deps.shown),
     )
     run = _LoopRun(spec, deps, state, step_offset)
@@ -153,8 +168,8 @@ def _attempt(
 def _step(run: Run) -> None:
     """One turn: an action, then its tools (or the final answer, which ends the run)."""
     state = run.state
-    if state.steps >= run.spec.max_steps:
-        raise LimitReached("max_steps", f"reached max_steps={run.spec.max_steps}")
+    if state.steps >= run.spec.limits.max_steps:
+        raise LimitReached("max_steps", f"reached max_steps={run.spec.limits.max_steps}")
     response = _act(run)
     state.steps += 1
     if not response.parse_ok:
@@ -179,7 +194,7 @@ def _step(run: Run) -> None:
 
 def _stale(run: Run) -> None:
     run.state.stale_turns += 1
-    if run.state.stale_turns >= run.spec.max_stale_turns:
+    if run.state.stale_turns >= run.spec.limits.max_stale_turns:
         raise LimitReached(
             "loop_detected", f"{run.state.stale_turns} consecutive turns without a new observation"
         )
@@ -221,7 +236,7 @@ def _act(run: Run) -> ModelResponse:
             )
             run.add_prompt("repair", OFF_MENU_PROMPT.format(why="; ".join(off)))
         elif attempt == 0:
-            why = f"cut off at {run.spec.action_max_tokens} tokens" if cut else "not a valid action"
+            why = f"cut off at {run.spec.caps.action_max_tokens} tokens" if cut else "not a valid action"
             run.add_prompt("retry", RETRY_PROMPT.format(why=why))
     return ModelResponse(tool_calls=[], text="", parse_ok=False, finish_reason=response.finish_reason)
 
@@ -274,7 +289,7 @@ def _judge(run: Run, text: str) -> None:
     errors = _check_final(run, text)
     if not errors:
         _accept(run, text)
-    if run.state.repairs >= run.spec.max_repairs:
+    if run.state.repairs >= run.spec.limits.max_repairs:
         raise OutputInvalid("; ".join(errors)[:2000])
     run.state.messages.append(Message(role="assistant", content=text))
     run.add_prompt("repair", REPAIR_PROMPT.format(errors="\n".join(f"- {e}" for e in errors)))

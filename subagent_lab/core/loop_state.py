@@ -1,6 +1,6 @@
-"""The loop's value types: its limits (``LoopSpec``), what it talks to (``LoopDeps``), the review
-hook an accepted answer passes through (``Reviewer``), its mutable per-attempt state and the ``Run``
-that bundles them, and its one return type (``LoopOutcome``)."""
+"""The loop's value types: its limits, sampling and grammar caps (``LoopSpec``), what it talks to
+(``LoopDeps``), the review hook an accepted answer passes through (``Reviewer``), its mutable
+per-attempt state and the ``Run`` that bundles them, and its one return type (``LoopOutcome``)."""
 
 from __future__ import annotations
 
@@ -25,48 +25,74 @@ from subagent_lab.core.types import Message, Span, ToolCall, Usage
 
 
 @dataclass(frozen=True)
-class LoopSpec:
-    """Limits, sampling and grammar caps of one run (built from a profile and its model); the
-    scaffold is the run's policies (``LoopDeps.policies``), never a field here."""
+class RunLimits:
+    """How far one run (or one attempt of it) may go: its steps, tokens, time, output per call,
+    tool calls and repairs (a profile's ``Limits``, the output cap resolved against its model)."""
 
     max_steps: int
     context_token_budget: int
     total_token_budget: int
     timeout_s: float
-    contract: str | None
     max_output_tokens: int = 1024
     """Output cap of a final-answer call (and of a repair or grace call)."""
-    action_max_tokens: int = 160
-    """Output cap of an action call: a brief thought plus one tool call."""
     max_repairs: int = 2
     max_tool_calls_per_step: int = 4
     max_stale_turns: int = 3
     """Consecutive turns without a new observation that end the run as ``loop_detected``."""
     max_parallel_tools: int = 4
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How the model samples: its temperature and seed (a call may ask for greedy decoding)."""
+
     temperature: float = 0.0
     seed: int | None = 0
+
+
+@dataclass(frozen=True)
+class GrammarCaps:
+    """What an action's grammar allows: its output tokens, the thought before it and each string
+    argument (a scaffold's observation sizes)."""
+
+    action_max_tokens: int = 160
+    """Output cap of an action call: a brief thought plus one tool call."""
     thought_max_chars: int = 80
     arg_max_chars: int = 160
+
+
+@dataclass(frozen=True)
+class LoopSpec:
+    """One run's limits, sampling and grammar caps (each built from a profile and its model by a
+    function of its own: ``config.build``) and its answer's contract; the scaffold is the run's
+    policies (``LoopDeps.policies``), never a field here."""
+
+    limits: RunLimits
+    contract: str | None
+    sampling: Sampling = Sampling()
+    caps: GrammarCaps = GrammarCaps()
 
     def left_after(self, attempts: Sequence[LoopOutcome], budget: BudgetNode) -> LoopSpec | None:
         """The limits of the next attempt: the steps and repairs the ``attempts`` so far left of
         these, and the tokens and time the run's scope (``budget``: the attempts' and the reviews'
         spend, charged as they went) has left; None when that is too little for one more step."""
-        steps = self.max_steps - sum(o.steps for o in attempts)
+        limits = self.limits
+        steps = limits.max_steps - sum(o.steps for o in attempts)
         tokens = budget.free_tokens()
-        tokens = self.total_token_budget if tokens is None else min(tokens, self.total_token_budget)
+        tokens = limits.total_token_budget if tokens is None else min(tokens, limits.total_token_budget)
         seconds = budget.seconds_left()
-        seconds = self.timeout_s if seconds is None else seconds
+        seconds = limits.timeout_s if seconds is None else seconds
         if steps < 1 or tokens < MIN_OUTPUT_TOKENS or seconds <= 0:
             return None
-        return replace(
-            self,
+        left = replace(
+            limits,
             max_steps=steps,
             total_token_budget=tokens,
-            context_token_budget=min(self.context_token_budget, tokens),
+            context_token_budget=min(limits.context_token_budget, tokens),
             timeout_s=seconds,
-            max_repairs=max(0, self.max_repairs - sum(o.repairs_used for o in attempts)),
+            max_repairs=max(0, limits.max_repairs - sum(o.repairs_used for o in attempts)),
         )
+        return replace(self, limits=left)
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,9 @@ class ImportedAgent(BaseModel):
     def profile_yaml(self) -> str:
         """The profile as a ``profiles.yaml`` entry (under ``profiles:``)."""
         body = self.profile.model_dump(mode="json", exclude={"name"})
-        return yaml.safe_dump({self.profile.name: body}, sort_keys=False, allow_unicode=True, width=100)
+        # What the agent is before how far it may go (its inherited limits come first in a dump).
+        entry = {**{k: body.pop(k) for k in ("description", "system_prompt", "tools")}, **body}
+        return yaml.safe_dump({self.profile.name: entry}, sort_keys=False, allow_unicode=True, width=100)
 
 
 def detect_format(path: Path) -> AgentFormat:

@@ -5,8 +5,9 @@ scored as the run's answer would be (its picks are the units the harness would c
 
 Prints, per model: function Acc@5 and unit recall@4 [bootstrap 95% CI] for each ``mix`` of
 ``MIXES`` (0: the retrieval's order, the floor; 1: the model's P(yes) alone), and each mix's paired
-lift over ``mix = 0``. The rule (docs/evaluation.md §7): the mix with the highest function Acc@5
-for main, provided light is not below its floor at it.
+lift over ``mix = 0``; then how well each signal alone tells a gold candidate from the others of
+its task (``discrimination``: within-task AUC, 0.5 = chance). The rule (docs/evaluation.md §7):
+the mix with the highest function Acc@5 for main, provided light is not below its floor at it.
 
 Usage: python benchmarks/bench_fusion.py ROWS.csv [--tasks mined-dev] [--sweep SWEEP_DIR]
 (ROWS.csv: a sweep's or a bench's rows with ``task_id``, ``model_choice`` and ``trace_path``, of
@@ -58,6 +59,61 @@ def fusion_rows(rows: pd.DataFrame, tasks: str, sweep: Path | None = None) -> li
     return out
 
 
+def judged_rows(rows: pd.DataFrame, tasks: str, sweep: Path | None = None) -> pd.DataFrame:
+    """One row per judged candidate of a model run: task, model, retrieval rank, P(yes) and
+    ``gold`` (1 where the candidate alone names a gold function, its function Acc@5)."""
+    by_id = {t.id: t for t in load_suite(tasks)}
+    out: list[dict[str, object]] = []
+    for _, row in rows.iterrows():
+        task = by_id.get(str(row["task_id"]))
+        trace = Path(str(row.get("trace_path") or ""))
+        if sweep is not None and not trace.is_absolute():
+            trace = sweep / trace
+        if task is None or not task.gold or not trace.is_file():
+            continue
+        root = task.workspace_root()
+        for e in read_trace(trace):
+            if isinstance(e, CandidateJudged):
+                answer = {"status": "completed", "summary": task.prompt, "findings": [], "evidence": [e.item]}
+                gold = score_run(task, answer, root).func_acc_at5
+                out.append(
+                    {
+                        "task_id": task.id,
+                        "model": str(row["model_choice"]),
+                        "rank": e.rank,
+                        "p_yes": e.p_yes,
+                        "gold": gold,
+                    }
+                )
+    return pd.DataFrame(out)
+
+
+def discrimination(judged: pd.DataFrame, higher_is_gold: pd.Series) -> float:
+    """Within-task AUC: over every (gold, other) pair of candidates of one task, the share where
+    the gold one scores higher (ties count half); pooled over tasks. NaN without a pair."""
+    wins = pairs = 0.0
+    for _, part in judged.assign(score=higher_is_gold).groupby("task_id"):
+        gold, other = part[part["gold"] > 0]["score"], part[part["gold"] <= 0]["score"]
+        for g in gold:
+            pairs += len(other)
+            wins += float((other < g).sum()) + 0.5 * float((other == g).sum())
+    return wins / pairs if pairs else float("nan")
+
+
+def report_discrimination(judged: pd.DataFrame) -> None:
+    for model, part in judged[~judged["model"].isin(["none", "retrieval"])].groupby("model", sort=True):
+        tasks = part.groupby("task_id")["gold"].max()
+        print(
+            f"== {model}: discrimination on {int((tasks > 0).sum())} tasks with a gold candidate "
+            f"({len(part)} judged, {part['gold'].mean():.3f} gold) =="
+        )
+        print(
+            f"  within-task AUC of P(yes) {discrimination(part, part['p_yes']):.3f}; "
+            f"of the retrieval's rank {discrimination(part, -part['rank']):.3f} (0.5: chance)"
+        )
+        print(f"  P(yes) mean {part['p_yes'].mean():.3f}, sd {part['p_yes'].std():.3f}")
+
+
 def report(df: pd.DataFrame) -> None:
     for model, part in df.groupby("model", sort=True):
         print(f"== {model}: {part['task_id'].nunique()} tasks ==")
@@ -86,6 +142,7 @@ def main() -> int:
         print("no run with judged candidates (candidate_judged events) among the rows")
         return 1
     report(df)
+    report_discrimination(judged_rows(pd.read_csv(args.rows), args.tasks, args.sweep))
     return 0
 
 

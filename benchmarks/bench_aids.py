@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 import pandas as pd
+from saved_rows import add_save_from, save_rows
 
 from subagent_lab.analysis.stats import mean_ci, paired_difference
 from subagent_lab.config.profiles import load_config
@@ -116,9 +116,8 @@ def main() -> int:
     parser.add_argument("--splits", default="dev,test")
     parser.add_argument("--scaffold", default="aided")
     parser.add_argument("--tasks", default="all", help="task ids, 'smoke', 'all' or a kind, comma-separated")
-    parser.add_argument("--save", default=None, help="write the rows to this CSV")
+    add_save_from(parser, source="print the table of a saved CSV")
     parser.add_argument("--out", default=None, help="sweeps directory")
-    parser.add_argument("--from", dest="source", default=None, help="print the table of a saved CSV")
     args = parser.parse_args()
     if args.source:
         report(pd.read_csv(args.source))
@@ -134,10 +133,7 @@ def main() -> int:
         frames.append(run_sweep(spec, out_dir=args.out, cache=False))
     df = pd.concat(frames, ignore_index=True)
     print(f"{len(df)} runs ({len(variants)} variants) in {(time.monotonic() - started) / 60:.1f} min")
-    if args.save:
-        Path(args.save).parent.mkdir(parents=True, exist_ok=True)
-        df.to_csv(args.save, index=False)
-        print(f"rows written to {args.save} (re-print: --from {args.save})")
+    save_rows(df, args.save)
     report(df)
     return 0
 

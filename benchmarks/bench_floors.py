@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+from saved_rows import add_save_from, save_rows
 
 from subagent_lab.analysis.headline import lift_table, readable_lift, strongest_floor
 from subagent_lab.analysis.stats import mean_ci
@@ -138,8 +139,7 @@ def main() -> int:
     parser.add_argument("--tasks", default="dev,test", help="split names or task files, comma-separated")
     parser.add_argument("--scaffolds", default="aided,plain", help="presets the loop floors run under")
     parser.add_argument("--whole", type=int, default=4, help="units F0 cites whole (0: no F0)")
-    parser.add_argument("--save", default=None, help="write the rows to this CSV")
-    parser.add_argument("--from", dest="source", default=None, help="print the tables of a saved CSV")
+    add_save_from(parser)
     args = parser.parse_args()
     if args.source:
         report(pd.read_csv(args.source))
@@ -160,10 +160,7 @@ def main() -> int:
         print(f"crashed: {row['task_id']} {row['model_choice']}: {error}", file=sys.stderr)
     df = df[[c for c in COLUMNS if c in df.columns]]
     print(f"{len(df)} runs in {(time.monotonic() - started) / 60:.1f} min, no model, one process")
-    if args.save:
-        Path(args.save).parent.mkdir(parents=True, exist_ok=True)
-        df.to_csv(args.save, index=False)
-        print(f"rows written to {args.save} (re-print: --from {args.save})")
+    save_rows(df, args.save)
     report(df)
     return 0
 

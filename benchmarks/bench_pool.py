@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+from saved_rows import add_save_from, save_rows
 
 from subagent_lab.analysis.stats import mean_ci, paired_difference
 from subagent_lab.bench.pool import candidate_hit
@@ -106,8 +107,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--tasks", default="mined-dev", help="a dev split or task file (never a test split)")
     parser.add_argument("--limit", type=int, default=None, help="the first N tasks with gold")
-    parser.add_argument("--save", default=None, help="write the rows to this CSV")
-    parser.add_argument("--from", dest="source", default=None, help="print the tables of a saved CSV")
+    add_save_from(parser)
     args = parser.parse_args()
     if args.source:
         report(pd.read_csv(args.source))
@@ -117,10 +117,7 @@ def main() -> int:
     started = time.monotonic()
     df = pd.DataFrame(task_rows(args.tasks, args.limit))
     print(f"{len(df)} rows in {(time.monotonic() - started) / 60:.1f} min, no model, one process")
-    if args.save:
-        Path(args.save).parent.mkdir(parents=True, exist_ok=True)
-        df.to_csv(args.save, index=False)
-        print(f"rows written to {args.save} (re-print: --from {args.save})")
+    save_rows(df, args.save)
     report(df)
     return 0
 

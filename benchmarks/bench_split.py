@@ -29,10 +29,11 @@ import pandas as pd
 import yaml
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))  # the sibling scripts: bench_floors (the floors), gold_warnings (trees)
+sys.path.insert(0, str(HERE))  # siblings: bench_floors (the floors), gold_warnings (trees), saved_rows
 
 from bench_floors import COLUMNS, loop_rows, whole_unit_rows  # noqa: E402
 from gold_warnings import tree_of  # noqa: E402
+from saved_rows import add_save_from, save_rows  # noqa: E402
 
 from subagent_lab.analysis.stats import mean_ci  # noqa: E402
 from subagent_lab.bench.gold_warnings import TASK_WARNINGS, TREE_WARNINGS, count_warnings  # noqa: E402
@@ -114,8 +115,7 @@ def main() -> int:
     parser.add_argument("--tasks", default="mined-test2", help="a suite id or a task file")
     parser.add_argument("--scaffolds", default="aided,plain", help="presets the loop floors run under")
     parser.add_argument("--whole", type=int, default=4, help="units F0 cites whole (0: no F0)")
-    parser.add_argument("--save", default=None, help="write the floors' rows to this CSV")
-    parser.add_argument("--from", dest="source", default=None, help="print from a saved CSV, no runs")
+    add_save_from(parser, save="write the floors' rows to this CSV", source="print from a saved CSV, no runs")
     args = parser.parse_args()
     path = task_file(args.tasks)
     started = time.monotonic()
@@ -127,10 +127,7 @@ def main() -> int:
     started = time.monotonic()
     df = floor_rows(path, args.scaffolds.split(","), args.whole)
     print(f"floors: {len(df)} runs in {(time.monotonic() - started) / 60:.1f} min, no model, one process")
-    if args.save:
-        Path(args.save).parent.mkdir(parents=True, exist_ok=True)
-        df.to_csv(args.save, index=False)
-        print(f"rows written to {args.save} (re-print: --from {args.save})")
+    save_rows(df, args.save)
     report(df, leaks)
     return 0
 

@@ -1,8 +1,10 @@
-"""Shared fixtures: the repo's configuration, a small workspace, and scripted launchers."""
+"""Shared fixtures and helpers: the repo's configuration, small workspaces, answers, and scripted
+launchers."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import subprocess
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +40,87 @@ LOGIN_ANSWER: dict[str, Any] = {
     "unresolved_questions": [],
 }
 """A valid explore answer about the ``workspace`` fixture's login (its evidence is real lines)."""
+GOOD: dict[str, Any] = {
+    **LOGIN_ANSWER,
+    "summary": "login is defined in app/auth.py and checks the password hash.",
+}
+"""``LOGIN_ANSWER`` in the wording the launcher, agent, API and red-team tests send."""
 
 
 def task_call(prompt: str, **extra: Any) -> tuple[str, dict[str, Any]]:
     """A parent's Task call (name and arguments) asking an explore child ``prompt``."""
     return ("Task", {"description": "explore job", "prompt": prompt, "subagent_type": "explore", **extra})
 
+
+def write_files(root: Path, files: Mapping[str, str]) -> Path:
+    """``files`` (relative path: text) written under ``root``, folders made; returns ``root``."""
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def git_in(repo: Path, *args: str) -> str:
+    """``git -C repo ARGS``'s output, stripped, with a fixed identity and no user configuration."""
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(repo), "PATH": "/usr/bin:/bin"}  # fmt: skip
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True, env=env
+    ).stdout.strip()
+
+
+def copy_profiles(path: Path, trace_dir: Path, explore: Mapping[str, Any] | None = None) -> Path:
+    """The repository's profiles.yaml written to ``path`` with its prompt files made absolute, its
+    traces under ``trace_dir`` and ``explore`` (fields) laid over the explore profile; returns
+    ``path``: a configuration file a sweep or the CLI can take by path."""
+    raw = yaml.safe_load((REPO / "profiles.yaml").read_text())
+    raw["profiles"]["explore"].update(explore or {})
+    for prof in raw["profiles"].values():
+        prof["system_prompt_file"] = str(REPO / prof["system_prompt_file"])
+    raw["trace_dir"] = str(trace_dir)
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+SHOP_TASK = "Where is the password checked when a user logs in? Start from `check_password`."
+SHOP_FILES = {
+    "app/auth.py": '''import hashlib
+
+
+class Session:
+    """A logged-in user's session."""
+
+    def __init__(self, user):
+        self.user = user
+
+    def expire(self):
+        self.user = None
+
+
+def login(user, password):
+    """Log a user in once the password is checked."""
+    if not check_password(user, password):
+        return None
+    return Session(user)
+
+
+def check_password(user, password):
+    """Compare the password's hash with the stored one."""
+    digest = hashlib.sha256(password.encode()).hexdigest()
+    return digest == user.pw_hash
+''',
+    "app/views.py": '''from app.auth import login
+
+
+def login_view(request):
+    """The login page: checks the password and starts a session."""
+    user = request.user
+    return login(user, request.form["password"])
+''',
+}
+"""A small shop whose login checks a password through a few units (``SHOP_TASK`` asks where): the
+retrieval and ranking tests' workspace."""
 
 EMBEDDED_ROOTS = ("http://127.0.0.1:8765", "http://localhost:8765")
 """The embedded server's address in the repo's profiles.yaml (and ServerConfig's default)."""
@@ -171,16 +248,9 @@ def make_launcher(config: LabConfig, workspace: Path, tmp_path: Path) -> Launche
 def config_path(tmp_path: Path) -> str:
     """The repository's profiles.yaml copied to ``tmp_path`` (prompt files made absolute, traces
     under ``tmp_path/runs``): a configuration file a sweep can take by path."""
-    raw = yaml.safe_load((REPO / "profiles.yaml").read_text())
     # Scripted sweeps answer without the harness's opening retrieval: the explore profile as `aided`.
     aided = load_config(REPO / "profiles.yaml", env={}).scaffold("aided").resolved()
-    raw["profiles"]["explore"].update(aided)
-    for prof in raw["profiles"].values():
-        prof["system_prompt_file"] = str(REPO / prof["system_prompt_file"])
-    raw["trace_dir"] = str(tmp_path / "runs")
-    path = tmp_path / "profiles.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    return str(path)
+    return str(copy_profiles(tmp_path / "profiles.yaml", tmp_path / "runs", explore=aided))
 
 
 @pytest.fixture

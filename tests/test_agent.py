@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO
+from conftest import GOOD, REPO
 
 from subagent_lab.agents.parent import MainAgent, MainRunResult
 from subagent_lab.agents.result import gate_passes
@@ -27,13 +27,6 @@ from subagent_lab.tools.bash import bash, classify_command
 from subagent_lab.tools.edit import ReadStamps, edit, tracked_read
 from subagent_lab.workspace.sandbox import Workspace
 
-GOOD = {
-    "status": "completed",
-    "summary": "login is defined in app/auth.py and checks the password hash.",
-    "findings": ["login calls check_password"],
-    "evidence": ["app/auth.py:4-5"],
-    "unresolved_questions": [],
-}
 PLAN = {
     "status": "completed",
     "summary": "Add logging to login.",

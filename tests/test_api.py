@@ -11,7 +11,7 @@ from typing import Any
 
 import ipywidgets
 import pytest
-from conftest import REPO
+from conftest import GOOD, REPO
 
 import subagent_lab as sl
 from subagent_lab.bench.suite import load_suite
@@ -21,13 +21,6 @@ from subagent_lab.core.types import ConfigError
 from subagent_lab.local_models import factory as factory_module
 from subagent_lab.models.scripted import ScriptedFactory, final, tool_call
 
-GOOD = {
-    "status": "completed",
-    "summary": "login is defined in app/auth.py and checks the password hash.",
-    "findings": ["login calls check_password"],
-    "evidence": ["app/auth.py:4-5"],
-    "unresolved_questions": [],
-}
 HEAVY = ("pandas", "openai", "ipywidgets", "matplotlib", "numpy", "httpx")
 
 

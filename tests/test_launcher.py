@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import LauncherFactory
+from conftest import GOOD, LauncherFactory
 
 from subagent_lab.agents import plan as plan_module
 from subagent_lab.agents.launch_io import plain_json
@@ -30,13 +30,6 @@ from subagent_lab.scaffold.require_evidence import RequireEvidence
 from subagent_lab.scaffold.require_tool_first import RequireToolFirst
 from subagent_lab.workspace.sandbox import Workspace
 
-GOOD = {
-    "status": "completed",
-    "summary": "login is defined in app/auth.py and checks the password hash.",
-    "findings": ["login calls check_password"],
-    "evidence": ["app/auth.py:4-5"],
-    "unresolved_questions": [],
-}
 TASK = "Where is login implemented?"
 
 

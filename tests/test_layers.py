@@ -95,6 +95,89 @@ def test_the_check_sees_upward_imports(tmp_path: Path) -> None:
     assert above == ["agents.launcher", "api", "experiments.sweep"]
 
 
+# --- the docs draw the same layers ----------------------------------------------------------------
+
+ROOT = PACKAGE.parent
+
+
+def table_layers(readme: str) -> list[set[str]]:
+    """The package folders named by each row of README's "What is where" table whose first cell
+    names one, in order (``subagent_lab/`` dropped, ``__init__.py`` as ``""``); rows of the
+    repository's other folders (``notebooks/``, ``docs/``) are left out."""
+    section = readme.split("## What is where\n", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = line.split(" | ")
+        if not line.startswith("| `") or len(cells) < 2:
+            continue
+        names = {
+            "" if n.endswith("__init__.py") else n.removeprefix("subagent_lab/").rstrip("/")
+            for n in re.findall(r"`([^`]+)`", cells[0])
+        }
+        if names & FOLDER_LAYER.keys():
+            rows.append(names)
+    return rows
+
+
+def chain_layers(design: str) -> list[set[str]]:
+    """The folders of design.md's ``core → ... → widgets, api, cli`` line, one set a layer."""
+    chain = re.search(r"`(core →[^`]*)`", design)
+    assert chain is not None, "docs/design.md lost its `core → ...` line"
+    return [{f.strip() for f in step.split(",")} for step in chain.group(1).split("→")]
+
+
+def test_readme_table_and_design_chain_follow_the_layers() -> None:
+    """README's table has one row a layer, in ``LAYERS``' order, each naming its layer's folders;
+    design.md's chain says the same (it leaves the package's ``__init__.py`` out)."""
+    expected = [folders for _, folders in LAYERS]
+    assert table_layers((ROOT / "README.md").read_text(encoding="utf-8")) == expected
+    assert chain_layers((ROOT / "docs" / "design.md").read_text(encoding="utf-8")) == [
+        folders - {""} for folders in expected
+    ]
+
+
+def test_the_check_sees_a_table_that_lumps_or_swaps_layers() -> None:
+    rows = {
+        "core": "| `subagent_lab/core/` | the loop |",
+        "tools": "| `subagent_lab/tools/`, `workspace/`, `scaffold/` | tools |",
+        "config": "| `subagent_lab/config/` | profiles |",
+        "models": "| `subagent_lab/models/` | adapters |",
+        "local": "| `subagent_lab/local_models/` | the engine |",
+        "agents": "| `subagent_lab/agents/` | the launcher |",
+        "bench": "| `subagent_lab/bench/`, `analysis/` | tasks |",
+        "experiments": "| `subagent_lab/experiments/` | grids |",
+        "faces": "| `subagent_lab/widgets/`, `api/`, `cli/`, `__init__.py` | faces |",
+        "docs": "| `docs/` | notes |",
+    }
+
+    def readme(*names: str) -> str:
+        return "\n".join(
+            [
+                "## What is where",
+                "",
+                "| folder | what |",
+                "|---|---|",
+                *(rows[n] for n in names),
+                "",
+                "## Next",
+            ]
+        )
+
+    expected = [folders for _, folders in LAYERS]
+    good = list(rows)
+    assert table_layers(readme(*good)) == expected
+    swapped = [*good[:3], "local", "models", *good[5:]]
+    assert table_layers(readme(*swapped)) != expected
+    rows["models"] = "| `subagent_lab/models/`, `local_models/` | adapters and the engine |"
+    assert table_layers(readme(*[n for n in good if n != "local"])) != expected
+    assert chain_layers("`core → tools, workspace → scaffold → config`") == [
+        {"core"},
+        {"tools", "workspace"},
+        {"scaffold"},
+        {"config"},
+    ]
+
+
 # --- no import circle, within a layer too -------------------------------------------------------
 
 KNOWN_CIRCLES: list[list[str]] = []

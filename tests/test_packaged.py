@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, write_files
 
 import subagent_lab as sl
 from subagent_lab.config.packaged import DEFAULTS_DIR, PACKAGED_CONFIG
@@ -23,13 +23,6 @@ from subagent_lab.config.profiles import config_json_schema, load_config
 from subagent_lab.core.types import ConfigError
 
 CODE = {"app/auth.py": "def login(user, password):\n    return check_password(user, password)\n"}
-
-
-def _code(root: Path) -> Path:
-    for rel, text in CODE.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    return root
 
 
 def test_the_repository_copies_equal_the_packaged_defaults() -> None:
@@ -56,7 +49,7 @@ def test_traces_go_to_the_working_directory_whatever_file_configures(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The repository's own file, named explicitly, still sends traces to the working directory."""
-    work = _code(tmp_path / "work")
+    work = write_files(tmp_path / "work", CODE)
     monkeypatch.chdir(work)
     result = sl.explore("Where is login?", ".", "none", config=REPO / "profiles.yaml", max_steps=3)
     assert Path(result.trace_path).is_relative_to(work / "runs"), result.trace_path
@@ -203,7 +196,7 @@ def test_the_wheel_runs_the_readme_lines_in_a_users_folder(tmp_path: Path) -> No
     rg = Path(sys.executable).parent / "rg"  # the ripgrep package's binary, beside the interpreter
     if rg.exists():
         (env_dir / "bin" / "rg").symlink_to(rg)
-    user = _code(tmp_path / "user")
+    user = write_files(tmp_path / "user", CODE)
     (user / "five.py").write_text(FIVE_LINES)
     env = {
         k: v

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO
+from conftest import REPO, SHOP_FILES, SHOP_TASK, write_files
 
 from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest, SubagentResult
 from subagent_lab.config.profiles import LabConfig, load_config
@@ -30,53 +30,13 @@ from subagent_lab.workspace.sandbox import Workspace
 sys.path.insert(0, str(REPO / "benchmarks"))
 from fake_endpoint import FakeEndpoint
 
-TASK = "Where is the password checked when a user logs in? Start from `check_password`."
-FILES = {
-    "app/auth.py": '''import hashlib
-
-
-class Session:
-    """A logged-in user's session."""
-
-    def __init__(self, user):
-        self.user = user
-
-    def expire(self):
-        self.user = None
-
-
-def login(user, password):
-    """Log a user in once the password is checked."""
-    if not check_password(user, password):
-        return None
-    return Session(user)
-
-
-def check_password(user, password):
-    """Compare the password's hash with the stored one."""
-    digest = hashlib.sha256(password.encode()).hexdigest()
-    return digest == user.pw_hash
-''',
-    "app/views.py": '''from app.auth import login
-
-
-def login_view(request):
-    """The login page: checks the password and starts a session."""
-    user = request.user
-    return login(user, request.form["password"])
-''',
-}
 PICKED = "login_view"
 """The unit the scripted judge says yes to (and no to every other)."""
 
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
-    ws = tmp_path / "shop"
-    for rel, text in FILES.items():
-        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
-        (ws / rel).write_text(text)
-    return ws
+    return write_files(tmp_path / "shop", SHOP_FILES)
 
 
 def _judge_turn(request: ModelRequest) -> ModelResponse:
@@ -91,7 +51,7 @@ def _launch(config: LabConfig, root: Path, model: Any, preset: str, **over: Any)
     launcher = SubagentLauncher(
         config, root, model_factory=lambda c, cfg: model, trace_dir=root.parent / "runs"
     )
-    return launcher.launch(SubagentRequest(task=TASK, overrides=fields))
+    return launcher.launch(SubagentRequest(task=SHOP_TASK, overrides=fields))
 
 
 def test_p_yes_reads_the_yes_mass_of_the_first_token_else_the_generated_word() -> None:
@@ -123,7 +83,7 @@ def test_the_adapter_asks_for_logprobs_and_reads_them_and_says_when_there_are_no
 
 
 def test_a_candidate_view_is_compact_and_the_request_comes_first(root: Path) -> None:
-    units = retrieve(TASK, index_for(Workspace(root)), 10, shown=10)
+    units = retrieve(SHOP_TASK, index_for(Workspace(root)), 10, shown=10)
     view = unit_view(root, units[0], cap=30)
     assert view.startswith(f"{units[0].label} function check_password\ndef check_password(user, password)")
     assert len(view) <= 30 * 4 + 40
@@ -134,7 +94,7 @@ def test_a_candidate_view_is_compact_and_the_request_comes_first(root: Path) -> 
 def test_rank_cites_the_fused_best_without_an_action_call_and_traces_each_score(
     config: LabConfig, root: Path
 ) -> None:
-    pool = retrieve(TASK, index_for(Workspace(root)), 10, shown=10)
+    pool = retrieve(SHOP_TASK, index_for(Workspace(root)), 10, shown=10)
     assert [u.unit.name for u in pool].index(PICKED) >= 2  # the retrieval alone ranks it low
     model = ScriptedModel([_judge_turn] * len(pool))
     result = _launch(config, root, model, "rank")
@@ -171,7 +131,7 @@ def test_a_pick_search_did_not_list_is_looked_up_so_the_answer_cites_what_was_sh
         for n in range(8)
     )
     (root / "app" / "more.py").write_text(more)
-    pool = retrieve(TASK, index_for(Workspace(root)), 10, shown=10)
+    pool = retrieve(SHOP_TASK, index_for(Workspace(root)), 10, shown=10)
     assert PICKED not in [u.unit.name for u in pool[:8]] and PICKED in [u.unit.name for u in pool]
     picked = next(u for u in pool if u.unit.name == PICKED)
     result = _launch(config, root, ScriptedModel([_judge_turn] * len(pool)), "rank")
@@ -185,7 +145,7 @@ def test_a_pick_search_did_not_list_is_looked_up_so_the_answer_cites_what_was_sh
 
 
 def test_the_no_model_floor_under_rank_is_the_retrievals_own_order(config: LabConfig, root: Path) -> None:
-    pool = retrieve(TASK, index_for(Workspace(root)), 4)
+    pool = retrieve(SHOP_TASK, index_for(Workspace(root)), 4)
     result = _launch(config, root, BaselineModel(), "rank")
     assert result.status == "completed", result.detail
     assert result.contract is not None and result.contract["evidence"] == [u.item for u in pool]
@@ -196,7 +156,7 @@ def test_the_no_model_floor_under_rank_is_the_retrievals_own_order(config: LabCo
 def test_rank_explore_judges_then_the_model_explores_from_the_fused_candidates(
     config: LabConfig, root: Path
 ) -> None:
-    pool = retrieve(TASK, index_for(Workspace(root)), 10, shown=10)
+    pool = retrieve(SHOP_TASK, index_for(Workspace(root)), 10, shown=10)
     picked = next(u for u in pool if u.unit.name == PICKED)
     answer = {"status": "completed", "summary": "the view", "findings": [], "evidence": [picked.item]}
     turns = [*([_judge_turn] * len(pool)), tool_call("finish"), final({"found": "yes"}), final(answer)]
@@ -228,7 +188,7 @@ def test_pool_recall_is_a_gold_function_anywhere_in_the_pool(root: Path) -> None
     from subagent_lab.bench.task import BenchTask, GoldSpan
 
     gold = GoldSpan(path="app/views.py", start=6, end=7)  # lines inside login_view
-    task = BenchTask(id="t", prompt=TASK, workspace={"dir": str(root)}, gold=(gold,))
+    task = BenchTask(id="t", prompt=SHOP_TASK, workspace={"dir": str(root)}, gold=(gold,))
     assert pool_recall(task, root, ["app/auth.py:3", "app/views.py:4"]) == 1.0  # its header line
     assert pool_recall(task, root, ["app/auth.py:3", "app/auth.py:14"]) == 0.0  # other units only
     assert pool_recall(task, root, []) is None and pool_recall(task, root, ["no colon"]) is None
@@ -261,7 +221,7 @@ def test_lift_table_reports_each_arms_candidate_recall_beside_its_mean() -> None
 def test_the_inspector_shows_each_judged_candidates_score(config: LabConfig, root: Path) -> None:
     from subagent_lab.widgets.records import run_view
 
-    pool = retrieve(TASK, index_for(Workspace(root)), 10, shown=10)
+    pool = retrieve(SHOP_TASK, index_for(Workspace(root)), 10, shown=10)
     result = _launch(config, root, ScriptedModel([_judge_turn] * len(pool)), "rank")
     steps = [s for s in run_view(result.trace_path).steps if s.purpose == "score"]
     assert len(steps) == len(pool)
@@ -279,7 +239,7 @@ def test_a_sweep_row_carries_candidate_recall_and_how_the_candidates_were_judged
     lab = load_config(REPO / "profiles.yaml", env={})
     task = BenchTask(
         id="t",
-        prompt=TASK,
+        prompt=SHOP_TASK,
         workspace={"dir": str(root)},
         gold=(GoldSpan(path="app/views.py", start=6, end=7),),
     )
@@ -289,7 +249,7 @@ def test_a_sweep_row_carries_candidate_recall_and_how_the_candidates_were_judged
         trace_dir=str(root.parent / "traces"), cache_dir=None,
     )  # fmt: skip
     row = execute_run(run)
-    pool = retrieve(TASK, index_for(Workspace(root)), 10, shown=10)
+    pool = retrieve(SHOP_TASK, index_for(Workspace(root)), 10, shown=10)
     assert row["terminal_reason"] == "completed", row.get("detail")
     assert row["pool_size"] == len(pool) and row["candidate_recall"] == 1.0  # login_view is in the pool
     # The no-model policy returns no logprobs: every judgment is the generated word's, and says so.
@@ -299,7 +259,7 @@ def test_a_sweep_row_carries_candidate_recall_and_how_the_candidates_were_judged
 def test_a_pool_smaller_than_k_keeps_the_unjudged_units_in_retrieval_order(
     config: LabConfig, root: Path
 ) -> None:
-    pool = retrieve(TASK, index_for(Workspace(root)), 4)
+    pool = retrieve(SHOP_TASK, index_for(Workspace(root)), 4)
     fields = config.scaffold("rank").resolved()
     for spec in fields["scaffold"]["policies"]:
         if spec["policy"] == "RankStart":
@@ -310,7 +270,7 @@ def test_a_pool_smaller_than_k_keeps_the_unjudged_units_in_retrieval_order(
     launcher = SubagentLauncher(
         config, root, model_factory=lambda c, cfg: model, trace_dir=root.parent / "runs"
     )
-    result = launcher.launch(SubagentRequest(task=TASK, overrides=fields))
+    result = launcher.launch(SubagentRequest(task=SHOP_TASK, overrides=fields))
     assert result.status == "completed", result.detail
     # The two judged units in their fused order, then units 3 and 4 as retrieved.
     assert result.contract is not None and result.contract["evidence"][2:] == [u.item for u in pool[2:4]]

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
-from conftest import REPO
+from conftest import copy_profiles
 
 from subagent_lab.api.report import render_report, write_report
 from subagent_lab.bench.suite import load_suite
@@ -33,12 +32,7 @@ EXTERNAL = re.compile(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", re.IGNORECAS
 @pytest.fixture
 def swept(tmp_path: Path) -> Path:
     """A finished sweep directory: one task x light/main x two budgets."""
-    raw = yaml.safe_load((REPO / "profiles.yaml").read_text())
-    for prof in raw["profiles"].values():
-        prof["system_prompt_file"] = str(REPO / prof["system_prompt_file"])
-    raw["trace_dir"] = str(tmp_path / "runs")
-    config = tmp_path / "profiles.yaml"
-    config.write_text(yaml.safe_dump(raw))
+    config = copy_profiles(tmp_path / "profiles.yaml", tmp_path / "runs")
     spec = SweepSpec(
         name="rep",
         tasks=(TASK.id,),

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO
+from conftest import REPO, write_files
 
 from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
 from subagent_lab.bench.commit_text import PROMPT_TEMPLATE
@@ -44,11 +44,7 @@ FILES = {
 
 @pytest.fixture
 def shop(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    for rel, text in FILES.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    return root
+    return write_files(tmp_path / "ws", FILES)
 
 
 def _launch(root: Path, tmp: Path, model: Any, choice: str, preset: str) -> tuple[Any, list[dict[str, Any]]]:

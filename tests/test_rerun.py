@@ -6,8 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from conftest import REPO
+from conftest import copy_profiles
 
 import subagent_lab as sl
 from subagent_lab.agents.launch_io import render_task
@@ -192,12 +191,7 @@ def test_rerun_refuses_what_is_not_a_child_run(config: LabConfig, workspace: Pat
 def test_cli_rerun(
     config: LabConfig, workspace: Path, tmp_path: Path, models: Models, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    raw = yaml.safe_load((REPO / "profiles.yaml").read_text())
-    for prof in raw["profiles"].values():
-        prof["system_prompt_file"] = str(REPO / prof["system_prompt_file"])
-    raw["trace_dir"] = str(tmp_path / "cli-runs")
-    path = tmp_path / "profiles.yaml"
-    path.write_text(yaml.safe_dump(raw))
+    path = copy_profiles(tmp_path / "profiles.yaml", tmp_path / "cli-runs")
     first = sl.explore(
         "Where is login?", workspace, ScriptedModel(_script()), config=config, runs_dir=tmp_path
     )

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import write_files
 
 from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest
 from subagent_lab.analysis.headline import floor_sentences, lift_table, readable_lift, strongest_floor
@@ -74,11 +75,7 @@ TASK = "Where is the password of a user compared with the stored hash, and where
 
 @pytest.fixture
 def shop(tmp_path: Path) -> Path:
-    root = tmp_path / "shop_ws"
-    for rel, text in FILES.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    return root
+    return write_files(tmp_path / "shop_ws", FILES)
 
 
 def _launch(root: Path, tmp: Path, task: str, preset: str = "plain", **over: object) -> tuple:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from conftest import REPO
+from conftest import REPO, SHOP_FILES, SHOP_TASK, write_files
 from pydantic import ValidationError
 
 from subagent_lab.agents.launcher import SubagentLauncher, SubagentRequest, SubagentResult
@@ -33,41 +33,8 @@ from subagent_lab.widgets.records import evidence_records, run_view
 from subagent_lab.widgets.render import contract_html
 from subagent_lab.workspace.sandbox import Workspace
 
-TASK = "Where is the password checked when a user logs in? Start from `check_password`."
 FILES = {
-    "app/auth.py": '''import hashlib
-
-
-class Session:
-    """A logged-in user's session."""
-
-    def __init__(self, user):
-        self.user = user
-
-    def expire(self):
-        self.user = None
-
-
-def login(user, password):
-    """Log a user in once the password is checked."""
-    if not check_password(user, password):
-        return None
-    return Session(user)
-
-
-def check_password(user, password):
-    """Compare the password's hash with the stored one."""
-    digest = hashlib.sha256(password.encode()).hexdigest()
-    return digest == user.pw_hash
-''',
-    "app/views.py": '''from app.auth import login
-
-
-def login_view(request):
-    """The login page: checks the password and starts a session."""
-    user = request.user
-    return login(user, request.form["password"])
-''',
+    **SHOP_FILES,
     "app/colors.py": """def paint_wall(color):
     return color.upper()
 """,
@@ -76,11 +43,7 @@ def login_view(request):
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
-    ws = tmp_path / "shop"
-    for rel, text in FILES.items():
-        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
-        (ws / rel).write_text(text)
-    return ws
+    return write_files(tmp_path / "shop", FILES)
 
 
 @pytest.fixture
@@ -94,13 +57,13 @@ def _line(rel: str, text: str) -> int:
 
 
 def _candidates(root: Path, k: int = 4) -> list[RetrievedUnit]:
-    return retrieve(TASK, index_for(Workspace(root)), k)
+    return retrieve(SHOP_TASK, index_for(Workspace(root)), k)
 
 
 def _launch(config: LabConfig, root: Path, model: Any, overrides: dict[str, Any]) -> SubagentResult:
     trace_dir = root.parent / "runs"
     launcher = SubagentLauncher(config, root, model_factory=lambda choice, cfg: model, trace_dir=trace_dir)
-    return launcher.launch(SubagentRequest(task=TASK, overrides=overrides))
+    return launcher.launch(SubagentRequest(task=SHOP_TASK, overrides=overrides))
 
 
 # --- the ranking, a pure function ---------------------------------------------------------------
@@ -150,7 +113,7 @@ def test_the_retrieval_runs_as_harness_calls_before_the_first_model_call(
     started = [e for e in events if isinstance(e, ToolStarted)]
     assert [(e.tool, e.arguments) for e in started] == [
         ("Find", {"name": "check_password"}),
-        ("Search", {"query": TASK}),
+        ("Search", {"query": SHOP_TASK}),
     ]
     assert all(e.call_id.startswith(HARNESS_CALL) for e in started)
     assert all(events.index(e) < first_call for e in started)

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import write_files
 
 from subagent_lab.tools import rg
 from subagent_lab.tools.rg import ignore as rg_ignore
@@ -44,14 +45,6 @@ def _both(root: Path, glob: str | None = None, *, honour: bool = True) -> tuple[
     finally:
         os.close(fd)
     return walked, listed
-
-
-def _write(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return root
 
 
 PACKAGE = {
@@ -90,7 +83,7 @@ PACKAGE = {
     ],
 )
 def test_the_walk_gives_rgs_listing_or_leaves_it_to_rg(tmp_path: Path, ignore: str, used: bool) -> None:
-    root = _write(tmp_path / "ws", {**PACKAGE, "tests/data/.gitignore": "", ".gitignore": ignore})
+    root = write_files(tmp_path / "ws", {**PACKAGE, "tests/data/.gitignore": "", ".gitignore": ignore})
     walked, listed = _both(root)
     assert (walked is not None) == used
     if walked is not None:
@@ -129,7 +122,7 @@ def test_the_walk_gives_rgs_listing_or_leaves_it_to_rg(tmp_path: Path, ignore: s
     ],
 )
 def test_precedence_and_syntax_as_rg_reads_them(tmp_path: Path, files: dict[str, str], kept: bool) -> None:
-    root = _write(tmp_path / "ws", {"s/foo": "", "top": "", **files})
+    root = write_files(tmp_path / "ws", {"s/foo": "", "top": "", **files})
     walked, listed = _both(root)
     assert ("s/foo" in listed) == kept  # the expectation checks rg itself
     assert walked == listed
@@ -139,20 +132,20 @@ def test_precedence_and_syntax_as_rg_reads_them(tmp_path: Path, files: dict[str,
 def test_an_empty_glob_in_a_file_outside_the_subset_is_not_taken_as_inert(tmp_path: Path, odd: str) -> None:
     """rg reads a lone ``!`` as re-including everything: a file holding one decides entries that
     another file excludes (here the .gitignore's README.md, re-included by the .rgignore)."""
-    root = _write(tmp_path / "ws", {**PACKAGE, ".gitignore": "*.md\n", ".rgignore": f"{odd}\n"})
+    root = write_files(tmp_path / "ws", {**PACKAGE, ".gitignore": "*.md\n", ".rgignore": f"{odd}\n"})
     walked, listed = _both(root)
     assert ("README.md" in listed) == (odd == "!")  # the expectation checks rg itself
     assert walked is None
 
 
 def test_an_ignore_file_that_is_not_utf8_is_left_to_rg(tmp_path: Path) -> None:
-    root = _write(tmp_path / "ws", PACKAGE)
+    root = write_files(tmp_path / "ws", PACKAGE)
     (root / ".ignore").write_bytes(b"\xffnothing\n")
     assert _both(root)[0] is None
 
 
 def test_git_exclude_rules_are_applied(tmp_path: Path) -> None:
-    root = _write(tmp_path / "ws", PACKAGE)
+    root = write_files(tmp_path / "ws", PACKAGE)
     (root / ".git" / "info").mkdir(parents=True)
     (root / ".git" / "info" / "exclude").write_text("nothing-here\n")
     assert _both(root)[0] == _both(root)[1]
@@ -168,7 +161,7 @@ def test_git_exclude_rules_are_applied(tmp_path: Path) -> None:
 def test_a_plain_glob_is_applied_as_rg_applies_it(tmp_path: Path, glob: str) -> None:
     """rg's ``--glob`` decides before the ignore files: what it matches is listed or entered even
     where an ignore file excludes it."""
-    root = _write(tmp_path / "ws", {**PACKAGE, "src/pkg/py.copy.py": "x\n", "build.py/x.txt": "x\n"})
+    root = write_files(tmp_path / "ws", {**PACKAGE, "src/pkg/py.copy.py": "x\n", "build.py/x.txt": "x\n"})
     (root / ".gitignore").write_text("core.py\nbuild.py\n*.md\n")
     walked, listed = _both(root, glob)
     assert (walked is not None) == (rg_rules.glob_filter(glob) is not None)
@@ -178,7 +171,7 @@ def test_a_plain_glob_is_applied_as_rg_applies_it(tmp_path: Path, glob: str) -> 
 
 def test_non_ascii_names_come_in_rgs_order(tmp_path: Path) -> None:
     names = ["é.py", "z.py", "e.py", "\U0001f600.py", "ﬀ.py", "a/é.py", "a.py"]
-    root = _write(tmp_path / "ws", dict.fromkeys(names, "x\n"))
+    root = write_files(tmp_path / "ws", dict.fromkeys(names, "x\n"))
     os.close(os.open(os.fsencode(root) + b"/\xff\xfe.py", os.O_CREAT | os.O_WRONLY))  # not UTF-8
     walked, listed = _both(root)
     assert walked == listed
@@ -187,7 +180,7 @@ def test_non_ascii_names_come_in_rgs_order(tmp_path: Path) -> None:
 def test_a_first_search_starts_no_listing_rg_unless_an_ignore_file_is_outside_the_subset(
     tmp_path: Path, rg_list_calls: list[object]
 ) -> None:
-    root = _write(tmp_path / "ws", {**PACKAGE, ".gitignore": "*.log\n", "debug.log": "x\n"})
+    root = write_files(tmp_path / "ws", {**PACKAGE, ".gitignore": "*.log\n", "debug.log": "x\n"})
     ws = Workspace(root)
     found = search(ws, ["x"], ".", files_only=True, max_results=500).files
     assert found == [
@@ -295,7 +288,7 @@ def test_ignore_globs_are_matched_without_repetition() -> None:
 def test_a_crlf_ignore_files_last_line_is_read_as_rg_reads_it(
     tmp_path: Path, ignore: str, kept: bool
 ) -> None:
-    root = _write(tmp_path / "ws", {"s/foo": "", "s/foo ": "", "top": ""})
+    root = write_files(tmp_path / "ws", {"s/foo": "", "s/foo ": "", "top": ""})
     (root / ".gitignore").write_bytes(ignore.encode())
     walked, listed = _both(root)
     assert ("s/foo " in listed) == kept  # the expectation checks rg itself

@@ -6,13 +6,13 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import subprocess
 import tarfile
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
+from conftest import git_in
 
 from subagent_lab.analysis.summary import headline, summarize
 from subagent_lab.bench.suite import load_suite, task_file_schema, validate_tasks
@@ -24,14 +24,6 @@ from subagent_lab.experiments.sweep import SweepSpec, run_sweep
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "docs" / "task-file.schema.json"
 
 
-def _git(repo: Path, *args: str) -> str:
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(repo), "PATH": "/usr/bin:/bin"}  # fmt: skip
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True, env=env
-    ).stdout.strip()
-
-
 @pytest.fixture
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str, str]:
     """A git repository of two commits (``calc.add`` written, then ``calc.sub`` added) and an
@@ -39,15 +31,15 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str, st
     monkeypatch.setenv("SUBAGENT_LAB_CACHE", str(tmp_path / "cache"))
     repo = tmp_path / "proj"
     (repo / "calc").mkdir(parents=True)
-    _git(repo, "init", "-q")
+    git_in(repo, "init", "-q")
     (repo / "calc" / "__init__.py").write_text("def add(a, b):\n    return a + b\n", encoding="utf-8")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "add")
-    first = _git(repo, "rev-parse", "HEAD")
+    git_in(repo, "add", "-A")
+    git_in(repo, "commit", "-q", "-m", "add")
+    first = git_in(repo, "rev-parse", "HEAD")
     with (repo / "calc" / "__init__.py").open("a", encoding="utf-8") as fh:
         fh.write("\n\ndef sub(a, b):\n    return a - b\n")
-    _git(repo, "commit", "-q", "-am", "Add subtraction")
-    return repo, first, _git(repo, "rev-parse", "HEAD")
+    git_in(repo, "commit", "-q", "-am", "Add subtraction")
+    return repo, first, git_in(repo, "rev-parse", "HEAD")
 
 
 def _write(path: Path, text: str) -> Path:

@@ -9,8 +9,7 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 import pytest
-import yaml
-from conftest import REPO, LauncherFactory
+from conftest import LauncherFactory, copy_profiles
 
 from subagent_lab.agents.launcher import ParentLink, SubagentRequest, SubagentResult
 from subagent_lab.bench.suite import load_suite
@@ -240,12 +239,7 @@ TASK = next(t for t in load_suite() if t.id == "yaml-safe-load")
 @pytest.fixture
 def sweep_df(tmp_path: Path) -> pd.DataFrame:
     """A light-vs-main sweep in which light never produces valid JSON and main answers well."""
-    raw = yaml.safe_load((REPO / "profiles.yaml").read_text())
-    for prof in raw["profiles"].values():
-        prof["system_prompt_file"] = str(REPO / prof["system_prompt_file"])
-    raw["trace_dir"] = str(tmp_path / "runs")
-    config = tmp_path / "profiles.yaml"
-    config.write_text(yaml.safe_dump(raw))
+    config = copy_profiles(tmp_path / "profiles.yaml", tmp_path / "runs")
     # Main cites the gold unit's header line, which the harness's Find showed (seen): its keywords
     # alone no longer carry it, since the harness's listing names SafeLoader too (issue 49's search).
     gold = [f"{g.path}:{g.start}" for g in TASK.gold]

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import io
-import subprocess
 import sys
 import tarfile
 from pathlib import Path
 
 import pytest
+from conftest import git_in
 
 from subagent_lab.bench import safe_tar
 from subagent_lab.bench.git_checkout import checkout_path, checkout_root
@@ -159,21 +159,13 @@ def test_index_credentials_go_to_the_index_host_only(monkeypatch: pytest.MonkeyP
 # ---------------------------------------------------------------------------- git
 
 
-def _git(repo: Path, *args: str) -> str:
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(repo), "PATH": "/usr/bin:/bin"}  # fmt: skip
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True, env=env
-    ).stdout.strip()
-
-
 def _commit(repo: Path, files: dict[str, str], message: str) -> str:
     for name, text in files.items():
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         (repo / name).write_text(text, encoding="utf-8")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", message)
-    return _git(repo, "rev-parse", "HEAD")
+    git_in(repo, "add", "-A")
+    git_in(repo, "commit", "-q", "-m", message)
+    return git_in(repo, "rev-parse", "HEAD")
 
 
 def test_a_git_workspace_runs_none_of_the_repositorys_configured_commands(
@@ -182,7 +174,7 @@ def test_a_git_workspace_runs_none_of_the_repositorys_configured_commands(
     marker = tmp_path / "ran"
     repo = tmp_path / "hostile"
     repo.mkdir()
-    _git(repo, "init", "-q")
+    git_in(repo, "init", "-q")
     rev = _commit(repo, {".gitattributes": "* filter=evil\n", "app.py": "print('hi')\n"}, "app")
     hooks = repo / "hooks"
     hooks.mkdir()
@@ -196,7 +188,7 @@ def test_a_git_workspace_runs_none_of_the_repositorys_configured_commands(
         "core.fsmonitor": f"echo fsmonitor >> {marker}; true",
         "core.hooksPath": str(hooks),
     }.items():
-        _git(repo, "config", key, value)
+        git_in(repo, "config", key, value)
     root = GitWorkspace(git=str(repo), rev=rev).root(fetch=True)
     assert not marker.exists(), marker.read_text()
     assert (root / "app.py").read_text(encoding="utf-8") == "print('hi')\n"  # the blob's bytes, unfiltered
@@ -206,13 +198,13 @@ def test_a_git_workspace_runs_none_of_the_repositorys_configured_commands(
 def test_replace_refs_cannot_pass_a_hostile_tree_for_a_trusted_commit(cache: Path, tmp_path: Path) -> None:
     trusted_repo = tmp_path / "trusted"
     trusted_repo.mkdir()
-    _git(trusted_repo, "init", "-q")
+    git_in(trusted_repo, "init", "-q")
     trusted = _commit(trusted_repo, {"auth.py": "def check(token):\n    return verify(token)\n"}, "auth")
     hostile_repo = tmp_path / "hostile"
-    _git(tmp_path, "clone", "-q", str(trusted_repo), str(hostile_repo))
+    git_in(tmp_path, "clone", "-q", str(trusted_repo), str(hostile_repo))
     evil = _commit(hostile_repo, {"auth.py": "def check(token):\n    return True\n"}, "evil")
-    _git(hostile_repo, "replace", trusted, evil)  # refs/replace/<trusted> -> the hostile commit
-    assert "return True" in _git(hostile_repo, "show", f"{trusted}:auth.py")  # git itself is fooled
+    git_in(hostile_repo, "replace", trusted, evil)  # refs/replace/<trusted> -> the hostile commit
+    assert "return True" in git_in(hostile_repo, "show", f"{trusted}:auth.py")  # git itself is fooled
     root = checkout_root(str(hostile_repo), trusted, fetch=True)
     assert "verify(token)" in (root / "auth.py").read_text(encoding="utf-8")
     assert checkout_root(str(trusted_repo), trusted, fetch=True) == root  # a later trusted task: same tree
@@ -223,7 +215,7 @@ def test_an_unverified_cached_tree_is_not_reused(cache: Path, tmp_path: Path) ->
     """A checkout left by the earlier scheme (no record of what was checked) is made again."""
     repo = tmp_path / "trusted"
     repo.mkdir()
-    _git(repo, "init", "-q")
+    git_in(repo, "init", "-q")
     rev = _commit(repo, {"auth.py": "verify()\n"}, "auth")
     poisoned = checkout_path(rev)
     poisoned.mkdir(parents=True)
@@ -237,7 +229,7 @@ def test_a_planted_object_under_a_trusted_id_is_refused(cache: Path, tmp_path: P
     """``git cat-file`` does not check an object's bytes against its id; the checkout does."""
     repo = tmp_path / "planted"
     repo.mkdir()
-    _git(repo, "init", "-q")
+    git_in(repo, "init", "-q")
     trusted = _commit(repo, {"auth.py": "verify()\n"}, "auth")
     evil = _commit(repo, {"auth.py": "return True\n"}, "evil")
     objects = repo / ".git" / "objects"

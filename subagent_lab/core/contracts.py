@@ -163,6 +163,23 @@ def _contract_schema(model: type[BaseModel]) -> dict[str, Any]:
     return model.model_json_schema()
 
 
+PLAIN_TYPES = ("array", "integer", "number", "boolean")
+"""The field types an answer the harness writes fills with ``plain_value``."""
+
+
+def plain_value(schema: dict[str, Any]) -> Any:
+    """The least a field of one of ``PLAIN_TYPES`` takes: an empty list, the schema's ``minimum``
+    (0 without one), False."""
+    kind = schema.get("type")
+    if kind == "array":
+        return []
+    if kind in ("integer", "number"):
+        return schema.get("minimum", 0)
+    if kind == "boolean":
+        return False
+    raise ValueError(f"not one of {PLAIN_TYPES}: {kind!r}")
+
+
 class ContractCheck(BaseModel):
     """The outcome of parsing a model's final text against a contract."""
 

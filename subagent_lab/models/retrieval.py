@@ -44,6 +44,7 @@ import json
 import re
 from typing import Any
 
+from subagent_lab.core.contracts import PLAIN_TYPES, plain_value
 from subagent_lab.core.types import Message, ModelRequest, ModelResponse
 from subagent_lab.models.baseline import (
     CODE_WORDS,
@@ -55,12 +56,11 @@ from subagent_lab.models.baseline import (
     text_response,
 )
 from subagent_lab.tools.symbols.query import request_of
+from subagent_lab.tools.symbols.retrieve import names_by_file
 
 RETRIEVAL_MODEL_ID = "retrieval"
 MAX_FINDS = 3
 """Names of the task looked up with Find, at most (each call is a step of the profile's budget)."""
-SUMMARY_UNITS = 8
-"""Units named in the summary, at most (before the length cap)."""
 ABSENT_SUMMARY = "Nothing like that exists in this code base: neither Find nor Search listed a unit for it."
 UNIT_LINE = re.compile(
     r"^(?:\[(?P<role>\w+)\] )?(?P<path>\S+?):(?P<start>\d+)-(?P<end>\d+) (?P<kind>\w+) (?P<name>\S+)$",
@@ -175,20 +175,11 @@ def _cite(units: list[tuple[str, int, int, str]], evidence: dict[str, Any]) -> l
 
 def summary_text(units: list[tuple[str, int, int, str]], cap: int) -> str:
     """The listed units' names, grouped by file in the order first listed (``a, B.c in x.py;
-    d in y.py``), at most ``SUMMARY_UNITS`` and within ``cap`` characters; with no unit, that
+    d in y.py``), as ``retrieve.names_by_file`` writes them; with no unit, that
     nothing like it exists (Search ranked nothing)."""
     if not units:
         return ABSENT_SUMMARY[:cap]
-    by_file: dict[str, list[str]] = {}
-    text = ""
-    for path, _, _, name in units[:SUMMARY_UNITS]:
-        names = by_file.setdefault(path, [])
-        if name not in names:
-            names.append(name)
-        candidate = "; ".join(f"{', '.join(n)} in {f}" for f, n in by_file.items())
-        if len(candidate) > cap:
-            break
-        text = candidate
+    text = names_by_file([(path, name) for path, _, _, name in units], cap)
     return text or units[0][3][:cap]
 
 
@@ -212,12 +203,8 @@ def build_retrieval_answer(schema: dict[str, Any] | None, messages: list[Message
             answer[key] = _cite(units, sub)
         elif key == "summary" or sub.get("type") == "string":
             answer[key] = summary_text(units, int(sub.get("maxLength", 256)))
-        elif sub.get("type") == "array":
-            answer[key] = []
-        elif sub.get("type") in ("integer", "number"):
-            answer[key] = sub.get("minimum", 0)
-        elif sub.get("type") == "boolean":
-            answer[key] = False
+        elif sub.get("type") in PLAIN_TYPES:
+            answer[key] = plain_value(sub)
     return answer
 
 

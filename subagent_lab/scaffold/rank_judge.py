@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from subagent_lab.core.context import estimate_text
+from subagent_lab.core.contracts import PLAIN_TYPES, plain_value
 from subagent_lab.core.types import Message
-from subagent_lab.tools.symbols.retrieve import RetrievedUnit
+from subagent_lab.tools.symbols.retrieve import RetrievedUnit, names_by_file
 
 VIEW_TOKENS = 160
 """The cap on one candidate's view (estimated tokens): ~180 prompt tokens a judged unit with the
@@ -25,7 +26,6 @@ JUDGE_SYSTEM = (
     "base, say whether that code is where the change would be made. Answer with one word: yes or no."
 )
 QUESTION = "Is this code where the change would be made? Answer yes or no."
-SUMMARY_UNITS = 8
 
 
 def unit_view(root: Path, unit: RetrievedUnit, lines: list[str] | None = None, cap: int = VIEW_TOKENS) -> str:
@@ -61,16 +61,7 @@ def judge_messages(request: str, view: str) -> list[Message]:
 
 def _summary(units: list[RetrievedUnit], cap: int) -> str:
     """The units' names grouped by file (``a, B.c in x.py; d in y.py``), within ``cap`` characters."""
-    by_file: dict[str, list[str]] = {}
-    text = ""
-    for unit in units[:SUMMARY_UNITS]:
-        names = by_file.setdefault(unit.rel, [])
-        if unit.unit.qualname not in names:
-            names.append(unit.unit.qualname)
-        candidate = "; ".join(f"{', '.join(n)} in {f}" for f, n in by_file.items())
-        if len(candidate) > cap:
-            break
-        text = candidate
+    text = names_by_file([(unit.rel, unit.unit.qualname) for unit in units], cap)
     return text or "The units the harness's search ranked best."[:cap]
 
 
@@ -90,10 +81,6 @@ def written_answer(schema: dict[str, Any], picks: list[RetrievedUnit]) -> dict[s
             answer[key] = items[: int(sub.get("maxItems", len(items)))]
         elif sub.get("type") == "string":
             answer[key] = _summary(picks, int(sub.get("maxLength", 256)))
-        elif sub.get("type") == "array":
-            answer[key] = []
-        elif sub.get("type") in ("integer", "number"):
-            answer[key] = sub.get("minimum", 0)
-        elif sub.get("type") == "boolean":
-            answer[key] = False
+        elif sub.get("type") in PLAIN_TYPES:
+            answer[key] = plain_value(sub)
     return answer

@@ -1,4 +1,4 @@
-"""Where a wrapped command line keeps the command it runs, for the Bash classifier (``tools.bash``).
+"""Where a wrapped command line keeps the command it runs, for the Bash classifier (``tools.bash_policy``).
 
 A shell's ``-c`` script (``bash -lc '...'``, ``sh -ec "..."``), the command behind a wrapper
 (``env``, ``timeout 5``, ``nice -n 5``, ``xargs -I{}``, ``watch``'s joined words), git's

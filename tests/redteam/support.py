@@ -16,20 +16,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal
 
+from conftest import GOOD as GOOD  # re-exported: the red-team tests take it from here
+
 from subagent_lab.agents.launcher import ModelFactory
 from subagent_lab.config.profiles import ModelConfig
 from subagent_lab.core.model import Model
 from subagent_lab.core.trace import Event, read_trace
 from subagent_lab.core.types import ModelChoice, ModelRequest, ModelResponse, ToolCall
 from subagent_lab.models.openai_chat import OpenAIChatModel
-
-GOOD = {
-    "status": "completed",
-    "summary": "login is defined in app/auth.py and checks the password hash.",
-    "findings": ["login calls check_password"],
-    "evidence": ["app/auth.py:4-5"],
-    "unresolved_questions": [],
-}
 
 # --- a hostile OpenAI-compatible server ------------------------------------------------------------
 

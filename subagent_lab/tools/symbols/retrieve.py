@@ -14,6 +14,7 @@ candidates; a no-model floor can cite them as given.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -30,6 +31,8 @@ PER_NAME = 2
 SHOWN = 8
 """Units Find and Search show per call (``symbol_tools``' ``limit``): a unit past it is never
 taken, so every unit ``retrieve`` returns is one those calls show."""
+SUMMARY_UNITS = 8
+"""Units an answer's summary names at most (before its length cap): ``names_by_file``."""
 MAX_QUERY_CHARS = 1000
 """Characters of the task ranked (as ``Search`` cuts its query)."""
 CODE_NAMES = (
@@ -111,3 +114,20 @@ def retrieve(
     for hit in ranked_units(index, text, shown):
         units.setdefault((hit.rel, hit.unit.start), RetrievedUnit(hit.rel, hit.unit, "search"))
     return list(units.values())[: max(k, 0)]
+
+
+def names_by_file(named: Sequence[tuple[str, str]], cap: int) -> str:
+    """``(path, name)`` pairs as an answer's summary: the names grouped by file in the order first
+    given (``a, B.c in x.py; d in y.py``), of the first ``SUMMARY_UNITS`` pairs as many as fit in
+    ``cap`` characters; "" when not even the first does."""
+    by_file: dict[str, list[str]] = {}
+    text = ""
+    for path, name in named[:SUMMARY_UNITS]:
+        names = by_file.setdefault(path, [])
+        if name not in names:
+            names.append(name)
+        candidate = "; ".join(f"{', '.join(n)} in {f}" for f, n in by_file.items())
+        if len(candidate) > cap:
+            break
+        text = candidate
+    return text

@@ -9,6 +9,6 @@ VENV="${SUBAGENT_LAB_VENV:-.venv}"
 # 2 workers, 533 s of run time with 1; docs/benchmarks.md). Later arguments override this one.
 # The two floors ("none", the no-model baseline, and "retrieval", Find + Search with no model; both
 # take seconds) run beside both models on the same tasks and the same scaffold preset, the shipped
-# default "retrieval-start" (the child starts from the harness's own Find and Search): the table leads
+# default "rank" (each model scores the harness's own retrieval, fused with its rank): the table leads
 # with main - light and each model's lift over the baseline and the strongest floor.
-exec "$VENV/bin/subagent-lab" sweep --suite smoke --models none,retrieval,light,main --scaffold retrieval-start --workers 1 "$@"
+exec "$VENV/bin/subagent-lab" sweep --suite smoke --models none,retrieval,light,main --scaffold rank --workers 1 "$@"

@@ -68,7 +68,7 @@ def test_loading_profiles_yaml_resolves_its_presets_once(monkeypatch: pytest.Mon
         monkeypatch.setattr(module, "resolve_presets", spy)
     lab = load_config(REPO / "profiles.yaml", env={})
     assert lab.scaffolds and calls == [sorted(lab.scaffolds)]
-    assert lab.scaffold("retrieval-start").scaffold == lab.profile("explore").scaffold
+    assert lab.scaffold("rank").scaffold == lab.profile("explore").scaffold
     assert len(calls) == 1  # asking for a preset resolves nothing more
 
 
@@ -249,7 +249,9 @@ def test_old_flat_profiles_load_through_the_legacy_mapper_as_the_same_scaffolds(
     for name in ("plain", "base", *then.scaffolds):
         assert then.scaffold(name).scaffold == now.scaffold(name).scaffold, name
     for name, profile in now.profiles.items():
-        assert then.profile(name).scaffold == profile.scaffold, name
+        # The explore profile ships `rank` since issue 49; the old file's explore ran retrieval-start.
+        expected = now.scaffold("retrieval-start").scaffold if name == "explore" else profile.scaffold
+        assert then.profile(name).scaffold == expected, name
     # flat keys still address the scaffold in an override, in the order written
     flat = {"cite_margin": 3, "absence_check": False}
     explore = apply_overrides(RuntimeProfile, now.profile("explore"), flat, {"read_window": 12}, where="test")
@@ -276,5 +278,5 @@ def test_check_names_each_profiles_scaffold_and_lists_each_presets_policies(
 
     assert main(["check"]) == 0  # the repository's profiles.yaml
     out = capsys.readouterr().out
-    assert "profile explore:" in out and "scaffold=retrieval-start" in out and "scaffold=base" in out
+    assert "profile explore:" in out and "scaffold=rank" in out and "scaffold=base" in out
     assert "scaffold plain: SkipRepeated, CiteFromSeen, Grace" in out

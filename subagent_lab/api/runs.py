@@ -234,7 +234,7 @@ def explore(
             working directory, or ``$SUBAGENT_LAB_RUNS``).
         seed: The sampling seed sent with every call (None: the model's).
         temperature: The sampling temperature (None: the model's).
-        scaffold: A scaffold preset of ``profiles.yaml`` (``scaffolds:``, e.g. ``"retrieval-start"``)
+        scaffold: A scaffold preset of ``profiles.yaml`` (``scaffolds:``, e.g. ``"rank"``)
             whose every field replaces the profile's, as a sweep applies it; None: the profile's own.
         **overrides: Profile fields for this run, e.g. ``max_steps=6, total_token_budget=16000``
             (applied after the preset).

@@ -32,7 +32,7 @@ def args_sweep(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--scaffold",
-        default="retrieval-start",
+        default="rank",
         help="scaffold presets, comma-separated (profiles.yaml: scaffolds; 'plain' built in); "
         "'profile' runs each model with the profile as written, its own tuning included",
     )

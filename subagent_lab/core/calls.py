@@ -89,14 +89,14 @@ def call_model(
 def _check_served(run: Run, response: ModelResponse) -> None:
     """Record the model the endpoint reported serving; one other than the one asked for ends the
     run (``model_mismatch``) unless the run allows a fallback. A call already made is charged."""
-    served = response.model_id
-    if not served or not response.requested_model:
+    served, asked = response.model_id, response.requested_model
+    if not served or not asked:
         return
     if served not in run.state.served:
         run.state.served.append(served)
-    if not same_model(response.requested_model, served) and not run.deps.allow_model_fallback:
+    if served != asked and not same_model(asked, served) and not run.deps.allow_model_fallback:
         raise ModelMismatch(
-            f"asked the endpoint for model {response.requested_model!r}, it reported serving {served!r} "
+            f"asked the endpoint for model {asked!r}, it reported serving {served!r} "
             "(allow_model_fallback lets a run go on)"
         )
 

@@ -174,12 +174,13 @@ class OpenAIChatModel:
     # --- the request on the wire ---------------------------------------------------------
 
     def wire(self, request: ModelRequest) -> WireRequest:
-        """``request`` as this endpoint is sent it, built once per call: counting and sending share
-        the one this thread built last while ``request`` asks for the same body (``WireRequest.fits``).
+        """``request`` as this endpoint is sent it, built once per call: sending takes the one this
+        thread built to count the call's prompt while ``request`` asks for the same body
+        (``WireRequest.fits``).
         Each ``Message`` object is rendered once per adapter (``_render``): a run's conversation
         grows by appending, so a build renders only what is new since the last one."""
         held: WireRequest | None = getattr(self._held, "wire", None)
-        if held is not None and held.fits(request):
+        if held is not None and (held.request is request or held.fits(request)):
             return held if held.request is request else held.model_copy(update={"request": request})
         native = self.tool_protocol == "native"
         held = build_wire(
@@ -234,6 +235,7 @@ class OpenAIChatModel:
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         wire = self.wire(request)
+        self._held.wire = None  # sent: the next call asks for another body
         started = time.monotonic()
         # The run's wall-clock limit bounds the whole call, retries and backoff included.
         deadline = started + request.timeout_s

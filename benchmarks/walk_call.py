@@ -157,11 +157,12 @@ def walk(protocol: str = "json", exact: bool = False) -> tuple[list[tuple[str, s
         )
         launcher = SubagentLauncher(config, ws, model_factory=lambda c, m: model)
         request = SubagentRequest(task="Where is `login` defined?")
+        previous = sys.gettrace()  # a coverage tool's or a debugger's, given back after
         sys.settrace(tracer)
         try:
             result = launcher.launch(request)
         finally:
-            sys.settrace(None)
+            sys.settrace(previous)
         if result.terminal_reason != "completed" or state["root"] is not False:
             ended = f"{result.terminal_reason} ({result.detail})"
             raise SystemExit(f"the launch ended {ended} without its final call")

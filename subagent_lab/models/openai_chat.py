@@ -180,7 +180,7 @@ class OpenAIChatModel:
         Each ``Message`` object is rendered once per adapter (``_render``): a run's conversation
         grows by appending, so a build renders only what is new since the last one."""
         held: WireRequest | None = getattr(self._held, "wire", None)
-        if held is not None and (held.request is request or held.fits(request)):
+        if held is not None and held.fits(request):
             return held if held.request is request else held.model_copy(update={"request": request})
         native = self.tool_protocol == "native"
         held = build_wire(

@@ -47,7 +47,7 @@ class WireRequest(BaseModel):
         of it (an endpoint pool's, with a shorter timeout), its messages unchanged."""
         mine = self.request
         return (
-            len(request.messages) == len(self.rendered)
+            len(request.messages) == len(self.rendered)  # and not changed in place since
             and all(map(operator.is_, request.messages, self.rendered))
             and request.tools is mine.tools
             and request.final_schema is mine.final_schema

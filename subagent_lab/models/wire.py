@@ -109,7 +109,8 @@ def build_wire(
     body.update(tools)
     if request.top_logprobs:
         body["top_logprobs"] = request.top_logprobs
-    return WireRequest(
+    # Every field is built here as its type says: validating it again would only copy the body.
+    return WireRequest.model_construct(
         request=request,
         rendered=tuple(request.messages),
         body=body,

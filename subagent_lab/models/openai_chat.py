@@ -174,11 +174,11 @@ class OpenAIChatModel:
     # --- the request on the wire ---------------------------------------------------------
 
     def wire(self, request: ModelRequest) -> WireRequest:
-        """``request`` as this endpoint is sent it, built once per call: sending takes the one this
-        thread built to count the call's prompt while ``request`` asks for the same body
-        (``WireRequest.fits``).
-        Each ``Message`` object is rendered once per adapter (``_render``): a run's conversation
-        grows by appending, so a build renders only what is new since the last one."""
+        """``request`` as this endpoint is sent it (``build_wire``), built once per call: a call
+        counts its prompt, then sends, and the build made to count (held by this thread) is the one
+        sent while ``request`` asks for the same body (``WireRequest.fits``). Each ``Message``
+        object is rendered once per adapter (``_render``): a run's conversation grows by appending,
+        so a build renders only what is new since the last one."""
         held: WireRequest | None = getattr(self._held, "wire", None)
         if held is not None and held.fits(request):
             return held if held.request is request else held.model_copy(update={"request": request})

@@ -19,7 +19,8 @@ itself. ``POST /v1/chat/completions`` answers in microseconds from a script:
 
 ``statuses`` is a cycle of HTTP statuses per request (``200`` answers, anything else is an error
 body with that status), e.g. ``429,200`` to rate-limit every other request or ``500`` for a replica
-that is down. ``GET /v1/models`` lists the one model ``fake``.
+that is down. ``GET /v1/models`` lists the one model ``fake``; ``POST /apply-template`` and
+``/tokenize`` at the root count a prompt as llama-server does for an adapter's ``count_url``.
 """
 
 from __future__ import annotations
@@ -149,6 +150,14 @@ def judge_reply(body: dict[str, Any], with_logprobs: bool) -> tuple[str, dict[st
     return text, {"content": [{**first, "top_logprobs": alternatives}]}
 
 
+def count_reply(path: str, body: dict[str, Any]) -> dict[str, Any]:
+    """llama-server's counting routes (an adapter's ``count_url``): ``/apply-template`` joins the
+    messages' texts, ``/tokenize`` gives a token per 4 characters; neither counts as a request."""
+    if path.startswith("/apply-template"):
+        return {"prompt": "\n".join(str(m.get("content") or "") for m in body.get("messages", []))}
+    return {"tokens": list(range(len(str(body.get("content", ""))) // 4 + 1))}
+
+
 class FakeEndpoint:
     """The server; ``start()`` serves in a daemon thread, ``stop()`` ends it (or the bounds do)."""
 
@@ -255,6 +264,9 @@ class FakeEndpoint:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
+                if self.path.split("?")[0] in ("/apply-template", "/tokenize"):
+                    self._send(200, count_reply(self.path, json.loads(raw or b"{}")))
+                    return
                 status = fake._next_status()
                 if status is None:
                     self._send(503, {"error": {"message": "fake endpoint: request bound reached"}})

@@ -13,9 +13,10 @@ from subagent_lab.core.contracts import contract_schema
 from subagent_lab.core.policy import FINISH_SCHEMA
 from subagent_lab.core.trace import read_trace
 from subagent_lab.core.types import Message, ModelRequest, ModelResponse, ToolCall
+from subagent_lab.models.actions import action_schema
 from subagent_lab.models.bounded_http import openai_http_package
 from subagent_lab.models.chat_reply import parse_action_reply
-from subagent_lab.models.openai_chat import OpenAIChatModel, action_schema
+from subagent_lab.models.openai_chat import OpenAIChatModel
 from subagent_lab.tools.registry import READONLY_TOOLS, simple_tools
 
 
@@ -63,13 +64,13 @@ def test_json_protocol_messages_and_parsing() -> None:
         messages=[Message(role="system", content="S"), Message(role="user", content="T")],
         tools=[READONLY_TOOLS["Grep"].schema()],
     )
-    kwargs = model._kwargs(request)
+    kwargs = model.wire(request).body
     assert "Grep" in kwargs["messages"][0]["content"] and kwargs["response_format"]["type"] == "json_schema"
     flat = parse_action_reply(ModelResponse(text='{"thought": "look", "tool": "Grep", "pattern": "x"}'))
     assert flat.tool_calls[0].arguments == {"pattern": "x"} and flat.text == "look"
-    final_kwargs = model._kwargs(
+    final_kwargs = model.wire(
         request.model_copy(update={"phase": "final", "final_schema": {"type": "object"}})
-    )
+    ).body
     assert final_kwargs["response_format"]["json_schema"]["schema"] == {"type": "object"}
     call = parse_action_reply(ModelResponse(text='{"tool": "Grep", "arguments": {"pattern": "x"}}'))
     assert call.tool_calls[0].name == "Grep" and call.tool_calls[0].arguments == {"pattern": "x"}
@@ -89,7 +90,7 @@ def test_json_protocol_messages_and_parsing() -> None:
 
 def test_decoding_schema_keeps_properties_named_like_keywords() -> None:
     from subagent_lab.agents.task_tool import TASK_TOOL
-    from subagent_lab.models.openai_chat import decoding_schema
+    from subagent_lab.models.actions import decoding_schema
 
     params = decoding_schema(TASK_TOOL.schema()["function"]["parameters"])
     assert {"description", "prompt", "subagent_type"} <= set(params["properties"])
@@ -143,10 +144,9 @@ def test_the_adapter_posts_the_request_the_sdk_would() -> None:
         )  # fmt: skip
         model._client._client = http.Client(transport=http.MockTransport(answer))
         for request in _requests():
-            kwargs = model._kwargs(request)
-            kwargs["timeout"] = 12.5
-            by_sdk = model._client.chat.completions.create(**kwargs)
-            by_post = model._post(kwargs)
+            wire = model.wire(request)
+            by_sdk = model._client.chat.completions.create(**wire.body, timeout=12.5)
+            by_post = model._post(wire, 12.5)
             sdk, ours = sent[-2:]
             assert (ours.method, str(ours.url), ours.content) == (sdk.method, str(sdk.url), sdk.content)
             assert list(ours.headers.raw) == list(sdk.headers.raw)
@@ -173,8 +173,7 @@ def test_a_request_is_rendered_once_for_counting_and_sending(monkeypatch: Any) -
         model = OpenAIChatModel(base_url="http://127.0.0.1:9/v1", model="m", tool_protocol=protocol)
         first = [Message(role="system", content="S"), Message(role="user", content="find login")]
         request = ModelRequest(messages=first, tools=[READONLY_TOOLS["Grep"].schema()])
-        model._count_body(request)
-        sent = model._kwargs(request)
+        sent = model.wire(request).body
         assert rendered == ["system", "user"]
         call = ToolCall(id="c1", name="Grep", arguments={"pattern": "login"})
         result = Message(role="tool", content="a.py:1: def login", tool_call_id="c1", name="Grep")
@@ -182,8 +181,7 @@ def test_a_request_is_rendered_once_for_counting_and_sending(monkeypatch: Any) -
         later = request.model_copy(
             update={"messages": grown, "phase": "final", "final_schema": {"type": "object"}}
         )
-        model._count_body(later)
-        again = model._kwargs(later)
+        again = model.wire(later).body
         assert rendered == ["system", "user", "assistant", "tool"]
         fresh = OpenAIChatModel(base_url="http://127.0.0.1:9/v1", model="m", tool_protocol=protocol)
-        assert (sent, again) == (fresh._kwargs(request), fresh._kwargs(later))
+        assert (sent, again) == (fresh.wire(request).body, fresh.wire(later).body)

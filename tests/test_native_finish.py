@@ -226,6 +226,7 @@ def test_an_object_inside_a_cut_off_answer_is_not_taken_for_the_answer() -> None
 
     from subagent_lab.core.types import Message, ModelRequest
     from subagent_lab.models.chat_reply import parse_reply
+    from subagent_lab.models.wire import build_wire
 
     text = '```\n{\n "status": "completed",\n "findings": [\n  {"path": "a.py", "line": 4, "f": "login"}'
     message = SimpleNamespace(content=text, tool_calls=None)
@@ -235,7 +236,8 @@ def test_an_object_inside_a_cut_off_answer_is_not_taken_for_the_answer() -> None
         messages=[Message(role="user", content="task")], phase="act", max_tokens=160,
         final_schema=contract_schema("ExploreResult"),
     )  # fmt: skip
-    response = parse_reply(raw, request, model="m", native=True, attempts=1, latency=0.0)
+    wire = build_wire(request, [], model="m", native=True, grammar=False, strict=True)
+    response = parse_reply(raw, wire, model="m", attempts=1, latency=0.0)
     assert response.text == text and response.tool_calls == []  # judged as it came: the contract says why
 
 

@@ -79,7 +79,7 @@ def test_the_adapter_asks_for_logprobs_and_reads_them_and_says_when_there_are_no
     # A request that asks for none is the request it was before the field existed.
     plain = request.model_copy(update={"top_logprobs": 0})
     assert request_digest(plain) != request_digest(request)
-    assert "top_logprobs" not in OpenAIChatModel(base_url="http://127.0.0.1:9/v1", model="m")._kwargs(plain)
+    assert "top_logprobs" not in OpenAIChatModel(base_url="http://127.0.0.1:9/v1", model="m").wire(plain).body
 
 
 def test_a_candidate_view_is_compact_and_the_request_comes_first(root: Path) -> None:

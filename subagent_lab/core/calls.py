@@ -37,10 +37,6 @@ COMPACT_TARGET = 0.7
 """Compaction shrinks the prompt to this share of the context budget, so it does not run every step."""
 
 
-def _count(run: Run, request: ModelRequest) -> TokenCount:
-    return (run.deps.counter or prompt_counter(run.deps.model))(request)
-
-
 def call_model(
     run: Run,
     purpose: Purpose,
@@ -56,9 +52,7 @@ def call_model(
     ``schema`` replaces the final answer's schema and ``max_tokens`` the phase's output cap (a short
     question of the harness's own); ``greedy`` samples at temperature 0 whatever the run's
     temperature (a yes/no question of the harness's)."""
-    request = _request(run, phase, menu, schema, greedy)
-    count = fit_context(run, request)
-    request = request.model_copy(update={"messages": list(run.state.messages)})
+    request, count = fit_context(run, _request(run, phase, menu, schema, greedy))
     wanted = max_tokens or (
         run.spec.caps.action_max_tokens if phase == "act" else run.spec.limits.max_output_tokens
     )
@@ -97,14 +91,14 @@ def call_model(
 def _check_served(run: Run, response: ModelResponse) -> None:
     """Record the model the endpoint reported serving; one other than the one asked for ends the
     run (``model_mismatch``) unless the run allows a fallback. A call already made is charged."""
-    served = response.model_id
-    if not served or not response.requested_model:
+    served, asked = response.model_id, response.requested_model
+    if not served or not asked:
         return
     if served not in run.state.served:
         run.state.served.append(served)
-    if not same_model(response.requested_model, served) and not run.deps.allow_model_fallback:
+    if served != asked and not same_model(asked, served) and not run.deps.allow_model_fallback:
         raise ModelMismatch(
-            f"asked the endpoint for model {response.requested_model!r}, it reported serving {served!r} "
+            f"asked the endpoint for model {asked!r}, it reported serving {served!r} "
             "(allow_model_fallback lets a run go on)"
         )
 
@@ -198,7 +192,8 @@ def _charge(run: Run, count: TokenCount, response: ModelResponse, purpose: Purpo
     """Charge what the call used, plus its lost attempts: the provider's report, or the harness's
     own count where the report is missing, zero or below an exact count (``Budget.charge``)."""
     state = run.state
-    reported = response.usage + _lost_attempts(count, response.spent_attempts)
+    lost = response.spent_attempts
+    reported = response.usage + _lost_attempts(count, lost) if lost > 0 else response.usage
     usage = state.budget.charge(reported, count_call(count.tokens, count.exact, response))
     state.usage_by_call.append(usage)
     state.model_time_s += response.latency_s
@@ -227,23 +222,28 @@ def _lost_attempts(count: TokenCount, attempts: int) -> Usage:
     return Usage(prompt_tokens=count.tokens * attempts, estimated=True)
 
 
-def fit_context(run: Run, request: ModelRequest) -> TokenCount:
-    """Count the prompt; over the context budget, compact ``run.state.messages`` and count again."""
+def fit_context(run: Run, request: ModelRequest) -> tuple[ModelRequest, TokenCount]:
+    """The request to send and its prompt count: ``request`` itself when it fits the context
+    budget; over it, ``run.state.messages`` compacted and the request on them, counted again. The
+    request counted last is the one sent, so a model that builds its wire form to count (the
+    OpenAI adapter) sends that same build."""
     state, budget = run.state, run.spec.limits.context_token_budget
-    count = _count(run, request)
+    count_prompt = run.deps.counter or prompt_counter(run.deps.model)
+    count = count_prompt(request)
     state.counts_exact = state.counts_exact and count.exact
     if count.tokens <= budget:
-        return count
+        return request, count
     target = int(budget * COMPACT_TARGET)
 
     def fits(messages: list[Message]) -> bool:
-        return _count(run, request.model_copy(update={"messages": messages})).tokens <= target
+        return count_prompt(request.model_copy(update={"messages": messages})).tokens <= target
 
     state.messages, edits = compact(state.messages, fits)
-    after = _count(run, request.model_copy(update={"messages": state.messages}))
+    request = request.model_copy(update={"messages": list(state.messages)})
+    after = count_prompt(request)
     run.trace.emit(Compacted, before_tokens=count.tokens, after_tokens=after.tokens, messages_compacted=edits)
     # Shortened results are no longer in view: calling those tools again is no repeat.
-    return after
+    return request, after
 
 
 def call_judge(run: Run, messages: list[Message], item: str, rank: int) -> float:
@@ -261,7 +261,7 @@ def call_judge(run: Run, messages: list[Message], item: str, rank: int) -> float
         messages=messages, phase="final", temperature=0.0, seed=run.spec.sampling.seed, timeout_s=time_left,
         top_logprobs=TOP_LOGPROBS,
     )  # fmt: skip
-    count = _count(run, request)
+    count = (run.deps.counter or prompt_counter(run.deps.model))(request)
     _admit(run, request, count, 1, "score")
     try:
         response = run.deps.model.complete(request)

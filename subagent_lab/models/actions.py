@@ -27,33 +27,31 @@ Tools:
 _DROP = {"title", "default", "examples", "description"}
 
 
-def _inline_refs(schema: Any, defs: dict[str, Any]) -> Any:
-    """Inline ``$ref``s and drop annotation keywords (they stay in the prompt).
+def decoding_schema(schema: Any, defs: dict[str, Any] | None = None) -> Any:
+    """A self-contained, simplified copy of ``schema`` for constrained decoding: its ``$ref``s
+    inlined (from ``defs``, by default the schema's own ``$defs``) and annotation keywords dropped
+    (they stay in the prompt).
 
     Keys of a ``properties`` map are property names, not keywords: a property called
     ``description`` must survive.
     """
+    if defs is None:
+        defs = schema.get("$defs", {}) if isinstance(schema, dict) else {}
     if isinstance(schema, dict):
         if "$ref" in schema:
-            return _inline_refs(defs[schema["$ref"].split("/")[-1]], defs)
+            return decoding_schema(defs[schema["$ref"].split("/")[-1]], defs)
         out: dict[str, Any] = {}
         for key, value in schema.items():
             if key in _DROP or key == "$defs":
                 continue
             if key == "properties" and isinstance(value, dict):
-                out[key] = {name: _inline_refs(sub, defs) for name, sub in value.items()}
+                out[key] = {name: decoding_schema(sub, defs) for name, sub in value.items()}
             else:
-                out[key] = _inline_refs(value, defs)
+                out[key] = decoding_schema(value, defs)
         return out
     if isinstance(schema, list):
-        return [_inline_refs(v, defs) for v in schema]
+        return [decoding_schema(v, defs) for v in schema]
     return schema
-
-
-def decoding_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """A self-contained, simplified copy of ``schema`` for constrained decoding."""
-    result: dict[str, Any] = _inline_refs(schema, schema.get("$defs", {}))
-    return result
 
 
 def _argument(spec: dict[str, Any], choices: list[str] | None, max_chars: int) -> dict[str, Any]:

@@ -14,10 +14,11 @@ from typing import Any
 from subagent_lab.core.context import estimate_messages, estimate_text
 from subagent_lab.core.policy import FINISH
 from subagent_lab.core.types import ModelRequest, ModelResponse, ToolCall, Usage
-from subagent_lab.models.actions import decoding_schema, parse_action
+from subagent_lab.models.actions import parse_action
 from subagent_lab.models.grammar_cut import cut_answer
 from subagent_lab.models.json_reply import extract_json_object, loads_bounded, sole_json_object
 from subagent_lab.models.strict_schema import ANSWER_TOOL, drop_nulls
+from subagent_lab.models.wire import WireRequest
 
 MAX_USAGE_FIGURE = 10**9
 """A usage count above this is no count (a run's whole budget is far smaller): treated as missing."""
@@ -30,22 +31,15 @@ class ReplyTooLong(Exception):
     """The reply's text is far longer than the call's ``max_tokens`` allows."""
 
 
-def parse_reply(
-    raw: Any,
-    request: ModelRequest,
-    *,
-    model: str,
-    native: bool,
-    attempts: int,
-    latency: float,
-    grammar: bool = False,
-) -> ModelResponse:
-    """The response a chat completion ``raw`` holds for ``request``, sent to ``model``.
+def parse_reply(raw: Any, wire: WireRequest, *, model: str, attempts: int, latency: float) -> ModelResponse:
+    """The response a chat completion ``raw`` holds for ``wire``, sent to ``model``.
 
-    ``native``: the tool protocol is the endpoint's own tool calls (else the JSON action protocol).
-    ``grammar``: the endpoint decodes under the request's schemas (``constrain_output``), so its
-    answers are taken as they come; without one they get the grammar's cuts (``grammar_cut``).
+    ``wire.native``: the tool protocol is the endpoint's own tool calls (else the JSON action
+    protocol). ``wire.grammar``: the endpoint decoded under the request's schemas, so its answers
+    are taken as they come; without one they get the grammar's cuts (``grammar_cut``). The answer
+    is read against ``wire.answer_schema``, decoded once when the request was built.
     """
+    request, native, grammar, schema = wire.request, wire.native, wire.grammar, wire.answer_schema
     choice = raw.choices[0] if getattr(raw, "choices", None) else None
     message = choice.message if choice is not None else None
     text = (message.content or "") if message is not None else ""
@@ -85,10 +79,9 @@ def parse_reply(
             )
         response.tool_calls = calls
         if not calls and response.finish_reason != "length":  # a cut reply is retried as it is
-            text_turn(response, request, grammar)
+            text_turn(response, request, schema, grammar)
         return response
-    if request.phase == "final" and native and request.final_schema:
-        schema = decoding_schema(request.final_schema)
+    if request.phase == "final" and native and schema is not None:
         value = answer_value(message, schema)
         if value is None:
             # An endpoint that ignores the forced tool choice (llama-server reads a named function
@@ -103,8 +96,8 @@ def parse_reply(
         value = extract_json_object(response.text)
         if value is not None and set(value) == {"final"} and isinstance(value["final"], dict):
             response.text = json.dumps(value["final"], ensure_ascii=False)  # the earlier wrapper
-        elif value is not None and request.final_schema and not grammar:
-            cut, notes = cut_answer(value, decoding_schema(request.final_schema))
+        elif value is not None and schema is not None and not grammar:
+            cut, notes = cut_answer(value, schema)
             if notes:  # an answer decoded without its grammar: the grammar's cuts, noted
                 response.raw_text, response.adapted = response.text, notes
                 response.text = json.dumps(cut, ensure_ascii=False)
@@ -112,8 +105,11 @@ def parse_reply(
     return parse_action_reply(response, request)
 
 
-def text_turn(response: ModelResponse, request: ModelRequest, grammar: bool) -> None:
-    """A native working turn that called no tool, read for what it is (``response`` updated).
+def text_turn(
+    response: ModelResponse, request: ModelRequest, schema: dict[str, Any] | None, grammar: bool
+) -> None:
+    """A native working turn that called no tool, read for what it is (``response`` updated);
+    ``schema``: the request's answer schema, decoded.
 
     Main on llama-server writes its answer as the turn's text (fenced), an action as a JSON object,
     or a word such as "Finish.". The loop judges a turn's text as the answer, so an answer-shaped
@@ -127,7 +123,6 @@ def text_turn(response: ModelResponse, request: ModelRequest, grammar: bool) -> 
     answer is asked for with the final prompt rather than a repair of prose.
     """
     found = extract_json_object(response.text)
-    schema = decoding_schema(request.final_schema) if request.final_schema else None
     sole = sole_json_object(response.text) if found is not None else None
     action = parse_action(sole) if sole is not None else None
     if action is not None:

@@ -22,6 +22,7 @@ import datetime
 import email.utils
 import json
 import math
+import threading
 import time
 from typing import Any
 
@@ -34,8 +35,7 @@ from subagent_lab.core.model import ModelCallError
 from subagent_lab.core.redact import mask_url
 from subagent_lab.core.tokens import TokenCount, estimate_count
 from subagent_lab.core.types import Message, ModelRequest, ModelResponse
-from subagent_lab.models.actions import PROTOCOL, action_schema, decoding_schema, render_action
-from subagent_lab.models.actions import tool_lines as _tool_lines
+from subagent_lab.models.actions import render_action
 from subagent_lab.models.bounded_http import (
     DEFAULT_MAX_REPLY_BYTES,
     CallLimits,
@@ -44,23 +44,9 @@ from subagent_lab.models.bounded_http import (
 )
 from subagent_lab.models.chat_reply import ReplyTooLong, parse_reply
 from subagent_lab.models.json_reply import utf8_safe
-from subagent_lab.models.strict_schema import ANSWER_TOOL, answer_tool
+from subagent_lab.models.wire import WireRequest, build_wire
 
 _RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
-BODY_ORDER = (
-    "model",
-    "messages",
-    "logprobs",
-    "max_tokens",
-    "response_format",
-    "seed",
-    "temperature",
-    "tool_choice",
-    "tools",
-    "top_logprobs",
-)
-"""The request body's keys in the order the SDK's ``chat.completions.create`` writes them, so the body
-posted here is the same bytes (``tests/test_adapter.py`` compares the two requests)."""
 COUNT_TIMEOUT_S = 30.0
 MAX_RETRY_AFTER_S = 86_400.0
 """A longer ``Retry-After`` is taken as this (a day): beyond any run's deadline either way."""
@@ -175,6 +161,8 @@ class OpenAIChatModel:
         self.backoff_s = backoff_s
         self._limits = CallLimits(max_reply_bytes)
         self._rendered: dict[int, tuple[Message, dict[str, Any]]] = {}
+        self._held = threading.local()
+        """The wire request this thread built last (``wire``): a call counts, then sends, one request."""
         self._client = openai.OpenAI(
             base_url=base_url,
             api_key=api_key or "not-needed",
@@ -183,19 +171,28 @@ class OpenAIChatModel:
             http_client=bounded_client(self._limits, timeout=timeout_s, package=openai_http_package()),
         )
 
-    # --- request building -------------------------------------------------------------
+    # --- the request on the wire ---------------------------------------------------------
 
-    def _messages(self, request: ModelRequest) -> list[dict[str, Any]]:
-        """The request's messages as the wire has them. Each ``Message`` object is rendered once
-        per adapter (``_render``): a run's conversation grows by appending, so a call renders only
-        what is new since the last one, and counting and sending share the rendering."""
+    def wire(self, request: ModelRequest) -> WireRequest:
+        """``request`` as this endpoint is sent it (``build_wire``), built once per call: a call
+        counts its prompt, then sends, and the build made to count (held by this thread) is the one
+        sent while ``request`` asks for the same body (``WireRequest.fits``). Each ``Message``
+        object is rendered once per adapter (``_render``): a run's conversation grows by appending,
+        so a build renders only what is new since the last one."""
+        held: WireRequest | None = getattr(self._held, "wire", None)
+        if held is not None and held.fits(request):
+            return held if held.request is request else held.model_copy(update={"request": request})
         native = self.tool_protocol == "native"
-        out = [self._render(msg, native) for msg in request.messages]
-        if not native and out and out[0]["role"] == "system" and request.tools:
-            # The full tool list every turn, whatever the grammar allows: a stable prompt prefix.
-            content = out[0]["content"] + "\n" + PROTOCOL + _tool_lines(request.tools)
-            out[0] = utf8_safe({"role": "system", "content": content})
-        return out
+        held = build_wire(
+            request,
+            [self._render(msg, native) for msg in request.messages],
+            model=self.model,
+            native=native,
+            grammar=self.constrain_output,
+            strict=self.strict_tools,
+        )
+        self._held.wire = held
+        return held
 
     def _render(self, msg: Message, native: bool) -> dict[str, Any]:
         """``msg`` on the wire, from the memo when this very object was rendered before. The memo
@@ -210,63 +207,19 @@ class OpenAIChatModel:
         self._rendered[id(msg)] = (msg, wire)
         return wire
 
-    def _kwargs(self, request: ModelRequest) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {
-            "model": self.model,
-            "messages": self._messages(request),
-            "max_tokens": request.max_tokens,
-            "temperature": request.temperature,
-            "timeout": min(request.timeout_s, self.timeout_s),
-        }
-        if request.seed is not None:
-            kwargs["seed"] = request.seed
-        if request.top_logprobs:  # a judged candidate: the first token's alternatives (core.judge)
-            kwargs["logprobs"] = True
-            kwargs["top_logprobs"] = request.top_logprobs
-        schema: dict[str, Any] | None = None
-        if request.phase == "final":
-            schema = decoding_schema(request.final_schema) if request.final_schema else None
-            if schema is not None and self.tool_protocol == "native":
-                # The answer as the arguments of a tool call the request forces: the endpoint's own
-                # tool-call machinery (strict where it has it) holds the answer to the schema.
-                kwargs["tools"] = [answer_tool(schema, strict=self.strict_tools)]
-                kwargs["tool_choice"] = {"type": "function", "function": {"name": ANSWER_TOOL}}
-                schema = None
-        elif self.tool_protocol == "native":
-            kwargs["tools"] = request.tools
-        else:
-            schema = action_schema(request)
-        if schema is not None and self.constrain_output:
-            kwargs["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": "reply", "schema": schema},
-            }
-        return kwargs
-
-    def _count_body(self, request: ModelRequest) -> dict[str, Any]:
-        """What the server's chat template reads of the request (its messages, and the tools a
-        native request sends): the action grammar, which the template never sees, is not built."""
-        body: dict[str, Any] = {"messages": self._messages(request)}
-        if self.tool_protocol != "native":
-            return body
-        if request.phase == "final":
-            if request.final_schema:
-                body["tools"] = [answer_tool(decoding_schema(request.final_schema), strict=self.strict_tools)]
-        else:
-            body["tools"] = request.tools
-        return body
-
     def count_prompt(self, request: ModelRequest) -> TokenCount:
-        """The request's prompt tokens: exact from the server's template and tokenizer, else estimated."""
+        """The request's prompt tokens: exact from the server's template and tokenizer, else estimated.
+        The template reads the wire's messages and a native request's tools (not the grammar)."""
         if self.count_url is None:
             return estimate_count(request)
-        body = self._count_body(request)
+        body = self.wire(request).body
         limits = CallLimits(DEFAULT_MAX_REPLY_BYTES)
         limits.start(time.monotonic() + min(COUNT_TIMEOUT_S, max(request.timeout_s, 0.001)))
         try:
             with bounded_client(limits, timeout=COUNT_TIMEOUT_S) as client:
                 query = {"model": self.model}
-                prompt = client.post(f"{self.count_url}/apply-template", params=query, json=body)
+                template = {key: body[key] for key in ("messages", "tools") if key in body}
+                prompt = client.post(f"{self.count_url}/apply-template", params=query, json=template)
                 prompt.raise_for_status()
                 tokens = client.post(
                     f"{self.count_url}/tokenize",
@@ -281,7 +234,8 @@ class OpenAIChatModel:
     # --- the one method -----------------------------------------------------------------
 
     def complete(self, request: ModelRequest) -> ModelResponse:
-        kwargs = self._kwargs(request)
+        wire = self.wire(request)
+        self._held.wire = None  # sent: the next call asks for another body
         started = time.monotonic()
         # The run's wall-clock limit bounds the whole call, retries and backoff included.
         deadline = started + request.timeout_s
@@ -291,19 +245,13 @@ class OpenAIChatModel:
             # The attempt's overall deadline: enforced on the connection, so a server trickling
             # its reply cannot extend it (httpx's own timeout is per read).
             attempt_deadline = min(deadline, time.monotonic() + self.timeout_s)
-            kwargs["timeout"] = max(attempt_deadline - time.monotonic(), 0.001)
+            timeout = max(attempt_deadline - time.monotonic(), 0.001)
             self._limits.start(attempt_deadline)
             url = self.shown_url
             try:
-                raw = self._post(kwargs)
+                raw = self._post(wire, timeout)
                 response = parse_reply(
-                    raw,
-                    request,
-                    model=self.model,
-                    native=self.tool_protocol == "native",
-                    attempts=attempt,
-                    latency=time.monotonic() - started,
-                    grammar=self.constrain_output,
+                    raw, wire, model=self.model, attempts=attempt, latency=time.monotonic() - started
                 )
                 response.spent_attempts = spent
                 if request.top_logprobs:
@@ -361,12 +309,13 @@ class OpenAIChatModel:
                 raise failure
             time.sleep(pause)
 
-    def _post(self, kwargs: dict[str, Any]) -> ChatCompletion:
-        """``chat.completions.create(**kwargs)`` without the SDK's walk of the body against its
-        typed parameters (a pure copy for the plain JSON built here, and most of a call's CPU):
-        the same request through the client's own ``post``."""
-        body = {key: kwargs[key] for key in BODY_ORDER if key in kwargs}
-        options: Any = {"timeout": kwargs["timeout"], "security": {"bearer_auth": True}}
+    def _post(self, wire: WireRequest, timeout: float) -> ChatCompletion:
+        """``chat.completions.create(**wire.body, timeout=timeout)`` with the call's admitted output
+        cap, without the SDK's walk of the body against its typed parameters (a pure copy for the
+        plain JSON built here, and most of a call's CPU): the same request through the client's
+        own ``post``."""
+        body = {**wire.body, "max_tokens": wire.request.max_tokens}
+        options: Any = {"timeout": timeout, "security": {"bearer_auth": True}}
         return self._client.post(
             "/chat/completions",
             body=body,

@@ -36,15 +36,11 @@ def answer_tool(schema: dict[str, Any], *, strict: bool) -> dict[str, Any]:
     return {"type": "function", "function": function}
 
 
-def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """``schema`` (an object's) in strict structured-output form (see the module's docstring)."""
-    result: dict[str, Any] = _strict(schema)
-    return result
-
-
-def _strict(node: Any) -> Any:
+def strict_schema(node: Any) -> Any:
+    """``node`` (an object's schema at the root) in strict structured-output form (see the module's
+    docstring)."""
     if isinstance(node, list):
-        return [_strict(item) for item in node]
+        return [strict_schema(item) for item in node]
     if not isinstance(node, dict):
         return node
     out = {k: v for k, v in node.items() if k in STRICT_KEYWORDS}
@@ -54,14 +50,15 @@ def _strict(node: Any) -> Any:
         out.update(node["allOf"][0])
     for key in ("items", "anyOf"):
         if key in out:
-            out[key] = _strict(out[key])
+            out[key] = strict_schema(out[key])
     if "$defs" in out:
-        out["$defs"] = {name: _strict(sub) for name, sub in out["$defs"].items()}
+        out["$defs"] = {name: strict_schema(sub) for name, sub in out["$defs"].items()}
     if out.get("type") == "object" or "properties" in out:
         props = out.get("properties") or {}
         required = set(node.get("required") or ())
         out["properties"] = {
-            name: _strict(sub) if name in required else _nullable(_strict(sub)) for name, sub in props.items()
+            name: strict_schema(sub) if name in required else _nullable(strict_schema(sub))
+            for name, sub in props.items()
         }
         out["required"] = list(props)
         out["additionalProperties"] = False

@@ -24,6 +24,7 @@ from subagent_lab.config.profiles import LabConfig, ModelConfig
 from subagent_lab.core.trace import ToolStarted
 from subagent_lab.core.types import Message, ModelRequest
 from subagent_lab.models.chat_reply import parse_reply
+from subagent_lab.models.wire import WireRequest, build_wire
 
 EDIT = {"tool": "Edit", "path": "app/auth.py", "old": "return check_password(user, password)",
         "new": "return True"}  # fmt: skip
@@ -83,6 +84,11 @@ def _act_request(tools: list[str], text_tools: list[str] | None) -> ModelRequest
     )
 
 
+def _wire(request: ModelRequest, native: bool) -> WireRequest:
+    """``request`` as an endpoint without a grammar is sent it (the reply is read against it)."""
+    return build_wire(request, [], model="m", native=native, grammar=False, strict=True)
+
+
 def _reply(text: str) -> Any:
     message = SimpleNamespace(content=text, tool_calls=None)
     return SimpleNamespace(
@@ -102,7 +108,7 @@ def _reply(text: str) -> Any:
 )
 def test_an_object_inside_prose_is_no_call_of_a_tool_with_side_effects(text: str, native: bool) -> None:
     request = _act_request(["Read", "Grep", "Edit", "Bash"], ["Read", "Grep"])
-    response = parse_reply(_reply(text), request, model="m", native=native, attempts=1, latency=0.0)
+    response = parse_reply(_reply(text), _wire(request, native), model="m", attempts=1, latency=0.0)
     assert all(c.name not in ("Edit", "Bash") for c in response.tool_calls), response.tool_calls
     if native:  # quoted, not sent: no call at all; the text is judged as the turn's answer
         assert response.tool_calls == [] and response.text == text
@@ -114,10 +120,10 @@ def test_a_reply_that_is_a_read_only_action_still_runs_as_before() -> None:
         '{"tool": "Grep", "pattern": "login"}',
         '```json\n{"name": "Grep", "arguments": {"pattern": "x"}}\n```',
     ):
-        response = parse_reply(_reply(text), request, model="m", native=True, attempts=1, latency=0.0)
+        response = parse_reply(_reply(text), _wire(request, True), model="m", attempts=1, latency=0.0)
         assert [c.name for c in response.tool_calls] == ["Grep"], text
     # the JSON protocol's reply is its action, whatever the tool (the grammar offers it)
-    edit = parse_reply(_reply(json.dumps(EDIT)), request, model="m", native=False, attempts=1, latency=0.0)
+    edit = parse_reply(_reply(json.dumps(EDIT)), _wire(request, False), model="m", attempts=1, latency=0.0)
     assert [c.name for c in edit.tool_calls] == ["Edit"]
 
 

@@ -1,6 +1,7 @@
 """The call walk, measured: where one model call's request goes, from ``call_model`` to the wire and back.
 
-Runs one child launch (the shipped ``explore`` profile) against the scripted fake endpoint
+Runs one child launch (the ``explore`` profile under the ``retrieval-start`` preset, whose model
+writes the answer: the shipped ``rank`` has the harness write it) against the scripted fake endpoint
 (``fake_endpoint.py``, in this process: no model, no server of the lab's) through the real
 OpenAI-compatible adapter (grammar on, the shipped default), and records its final-answer call
 (``call_model`` with purpose ``final``: the contract's schema decoded under the grammar) under
@@ -156,7 +157,8 @@ def walk(protocol: str = "json", exact: bool = False) -> tuple[list[tuple[str, s
             count_url=fake.url.removesuffix("/v1") if exact else None,
         )
         launcher = SubagentLauncher(config, ws, model_factory=lambda c, m: model)
-        request = SubagentRequest(task="Where is `login` defined?")
+        written_by_model = config.scaffold("retrieval-start").resolved()
+        request = SubagentRequest(task="Where is `login` defined?", overrides=written_by_model)
         previous = sys.gettrace()  # a coverage tool's or a debugger's, given back after
         sys.settrace(tracer)
         try:

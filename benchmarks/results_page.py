@@ -272,6 +272,83 @@ def strongest_floor(split: str) -> Callable[[Path], Figure]:
     return compute
 
 
+RANK_TEST2 = "rank-mined-test2-100.csv"
+RANK_TEST = "rank-mined-test60.csv"
+
+
+def _rank_command(split: str, n: int, name: str) -> str:
+    return (
+        f"python benchmarks/bench_explore.py --splits {split} --sample {n} "
+        "--models none,retrieval,light,main --scaffolds rank --retrieval 0 --temperature 0 "
+        f"--save benchmarks/results/{name}"
+    )
+
+
+RANK_HOW = (
+    "paired by task, bootstrap 95% (`analysis.stats.paired_difference`, seed 0); the floor is `none` "
+    "under `rank` (the retrieval's fused best four with no model)"
+)
+
+
+def candidate_recall(name: str) -> Callable[[Path], Figure]:
+    """The pool's ceiling: the share of tasks whose K judged candidates hold a gold unit."""
+
+    def compute(results: Path) -> Figure:
+        df = _table(results, name)
+        part = df[df["model_choice"] == "main"]
+        ci = mean_ci(part, "candidate_recall")
+        pool = int(part["pool_size"].max())
+        text = f"{ci.mean:.2f} [{ci.low:.2f}, {ci.high:.2f}] (K = {pool}, {len(part)} tasks)"
+        return Figure(text, round(ci.mean, 2), _commit(df))
+
+    return compute
+
+
+def sitting_scaled(name: str, tasks: int) -> Callable[[Path], Figure]:
+    """A sitting of ``tasks`` tasks (floors, light, main, one at a time) scaled from a recorded one."""
+
+    def compute(results: Path) -> Figure:
+        meta = json.loads((results / name).with_suffix(".meta.json").read_text(encoding="utf-8"))
+        recorded = int(meta["runs"]) // 4  # four arms a task: none, retrieval, light, main
+        minutes = float(meta["wall_s"]) / 60 * tasks / recorded
+        text = f"{minutes:.0f} min ({recorded}-task sitting: {float(meta['wall_s']) / 60:.1f} min)"
+        return Figure(text, round(minutes, 1), _commit(_table(results, name)))
+
+    return compute
+
+
+def ranked(claim: str, target: str, goal: str, unit: str, how: str, compute: Callable[[Path], Figure],
+           name: str = RANK_TEST2) -> Claim:
+    """A claim read from a ``rank`` sitting's rows (issue 49)."""
+    split, n = ("mined-test2", 100) if name == RANK_TEST2 else ("mined-test", 60)
+    return Claim(claim, target, goal, unit, name, _rank_command(split, n, name), how, compute)
+
+
+RANK_CLAIMS = [
+    ranked("main − floor, function Acc@5, mined-test2, shipped `rank` (issue 49)", "> 0", "> 0", "",
+           f"`func_acc_at5`, {RANK_HOW}", lift("main", "none", "func_acc_at5", RANK_TEST2)),
+    ranked("main − floor, unit recall@4, mined-test2, shipped `rank` (issue 49)", "> 0", "> 0", "",
+           f"`unit_recall_at4`, {RANK_HOW}", lift("main", "none", "unit_recall_at4", RANK_TEST2)),
+    ranked("light − floor, function Acc@5, mined-test2, shipped `rank` (issue 49)", "none set", "", "",
+           f"`func_acc_at5`, {RANK_HOW}", lift("light", "none", "func_acc_at5", RANK_TEST2)),
+    ranked("main − light, function Acc@5, mined-test2, shipped `rank` (issue 49)", "none set", "", "",
+           f"`func_acc_at5`, {RANK_HOW}", lift("main", "light", "func_acc_at5", RANK_TEST2)),
+    ranked("Candidate recall@K, mined-test2 (issue 49)", "none set", "", "",
+           "mean of `candidate_recall` over main's rows, bootstrap 95% (`mean_ci`)",
+           candidate_recall(RANK_TEST2)),
+    ranked("main − floor, function Acc@5, mined test, shipped `rank` (issue 49, second reading)", "> 0",
+           "> 0", "", f"`func_acc_at5`, {RANK_HOW}", lift("main", "none", "func_acc_at5", RANK_TEST),
+           RANK_TEST),
+    ranked("main's wall time per task, shipped `rank`, mined-test2 (issue 49)", "≤ 30 s", "<= 30", " s",
+           "median of `elapsed_s` over main's rows", median_wall("main", RANK_TEST2)),
+    ranked("light's wall time per task, shipped `rank`, mined-test2 (issue 49)", "≤ 15 s", "<= 15", " s",
+           "median of `elapsed_s` over light's rows", median_wall("light", RANK_TEST2)),
+    ranked("A 200-task sitting of floors, light and main under `rank` (issue 49)", "≤ 150 min", "<= 150",
+           " min", "the 100-task sitting's `wall_s` scaled to 200 tasks (`bench_explore.py`'s meta)",
+           sitting_scaled(RANK_TEST2, 200)),
+]  # fmt: skip
+
+
 CLAIMS = [
     Claim("Harness CPU per tool call (issue 38)", "≤ 20 ms", "<= 20", " ms", "scale39/after-*.txt",
           SCALE_COMMAND, "min–max of `worker_cpu_ms_per_tool_call`, 1 and 2 workers, over the four rounds "
@@ -326,6 +403,7 @@ CLAIMS = [
     timed("The test suite, set up", "none set", "", "test_suite",
           "the timed row (pytest's own summary on a fresh-clone CI run)"),
     timed("The test suite with set-up, fresh clone", "none set", "", "test_suite_fresh", "the timed row"),
+    *RANK_CLAIMS,
 ]  # fmt: skip
 
 

@@ -51,3 +51,15 @@ def test_the_harness_wording_holds_every_registered_prompt() -> None:
     for text in texts:
         assert any(piece.strip() in " ".join(wording) for piece in text.split("{") if len(piece) > 20)
     assert prompts.GRACE_PROMPT in texts and prompts.NUDGE_PROMPT in texts and prompts.CHECK_PROMPT in texts
+
+
+def test_the_judges_texts_are_registered_but_are_not_answer_wording() -> None:
+    """The judge's conversation is its own: its texts live in the registry, and an answer (written
+    in another conversation) is never credited or blamed for restating them."""
+    from subagent_lab.scaffold import rank_judge
+
+    [system, user] = rank_judge.judge_messages("Fix the parser", "a.py:1-2 function parse")
+    assert system.content == prompts.JUDGE_SYSTEM and str(user.content).endswith(prompts.JUDGE_QUESTION)
+    assert rank_judge.JUDGE_SYSTEM is prompts.JUDGE_SYSTEM  # imported, not a copy
+    wording = " ".join(harness_prompts())
+    assert prompts.JUDGE_QUESTION not in wording and "code search results" not in wording

@@ -58,6 +58,15 @@ NUDGE_PROMPT = (
     "from the task), then answer from what you saw."
 )
 
+# The judge's texts (``scaffold/rank_judge.py``, issue 49) are registered here but are not harness
+# wording: each judgment is a conversation of its own, never part of the one an answer is written
+# in, so no answer can restate them (hence no ``PROMPT`` in their names).
+JUDGE_SYSTEM = (
+    "You check code search results. Given a change request and one piece of code from the code "
+    "base, say whether that code is where the change would be made. Answer with one word: yes or no."
+)
+JUDGE_QUESTION = "Is this code where the change would be made? Answer yes or no."
+
 
 def harness_prompts() -> tuple[str, ...]:
     """The registry's ``*PROMPT*`` text constants (the contracts' per-contract final prompts in

@@ -15,17 +15,13 @@ from typing import Any
 
 from subagent_lab.core.context import estimate_text
 from subagent_lab.core.contracts import PLAIN_TYPES, plain_value
+from subagent_lab.core.prompts import JUDGE_QUESTION, JUDGE_SYSTEM
 from subagent_lab.core.types import Message
 from subagent_lab.tools.symbols.retrieve import RetrievedUnit, names_by_file
 
 VIEW_TOKENS = 160
 """The cap on one candidate's view (estimated tokens): ~180 prompt tokens a judged unit with the
 question, ~2 s of a 0.5B model's prompt time on 2 cores (anchors-turn5 §1.6)."""
-JUDGE_SYSTEM = (
-    "You check code search results. Given a change request and one piece of code from the code "
-    "base, say whether that code is where the change would be made. Answer with one word: yes or no."
-)
-QUESTION = "Is this code where the change would be made? Answer yes or no."
 
 
 def unit_view(root: Path, unit: RetrievedUnit, lines: list[str] | None = None, cap: int = VIEW_TOKENS) -> str:
@@ -55,7 +51,7 @@ def judge_messages(request: str, view: str) -> list[Message]:
     """The judging conversation: the shared part (system, request) first, then the candidate."""
     return [
         Message(role="system", content=JUDGE_SYSTEM),
-        Message(role="user", content=f"Change request: {request}\n\nCode:\n{view}\n\n{QUESTION}"),
+        Message(role="user", content=f"Change request: {request}\n\nCode:\n{view}\n\n{JUDGE_QUESTION}"),
     ]
 
 

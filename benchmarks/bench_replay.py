@@ -95,6 +95,10 @@ def main() -> int:
         if r.get("terminal_reason") not in ("crashed", "model_error")
     }
     models = [m for m in args.models.split(",") if any(k.split("|")[1] == m for k in recorded)]
+    spec_file = recorded_dir / "spec.json"
+    recorded_spec: dict[str, Any] = {"seeding": "base"}  # recordings older than spec.json: base seeds
+    if spec_file.is_file():
+        recorded_spec = json.loads(spec_file.read_text(encoding="utf-8"))
     lab = load_config(args.config)
     factory = Counting(lab, recorded_dir.parent / "model-cache", args.endpoint_keys)
     started = time.monotonic()
@@ -102,7 +106,10 @@ def main() -> int:
     for model in models:
         tasks = tuple(k.split("|")[0] for k in recorded if k.split("|")[1] == model)
         choices: tuple[Any, ...] = (model,)
-        spec = SweepSpec(name=f"replay-{model}", tasks=tasks, models=choices, seeding="base")
+        # The recording's own spec (scaffolds, seeding, temperature, variants) where it kept one: a
+        # replay under other seeds or another scaffold sends other requests, every one a miss.
+        replay = {"name": f"replay-{model}", "tasks": tuple(dict.fromkeys(tasks)), "models": choices}
+        spec = SweepSpec.model_validate({**recorded_spec, **replay})
         df = run_sweep(
             spec, config_path=args.config, out_dir=args.out, model_factory=factory, cache=False,
             progress=False,

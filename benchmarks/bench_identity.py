@@ -233,6 +233,13 @@ def _trace_digest(path: str) -> str:
 def run_all(workdir: Path, tasks_every: int) -> list[dict[str, Any]]:
     config = load_config(Path.cwd() / "profiles.yaml", env={})
     config = config.model_copy(update={"trace_dir": str(workdir)})
+    if config.profiles["explore"].scaffold == config.scaffold("rank").scaffold:
+        # Issue 49 shipped `rank` as the explore profile's scaffold; the proof holds the explore
+        # profile at `retrieval-start`, its scaffold before, so both sides run one scaffold.
+        explore = config.profiles["explore"].model_copy(
+            update={"scaffold": config.scaffold("retrieval-start").scaffold}
+        )
+        config = config.model_copy(update={"profiles": {**config.profiles, "explore": explore}})
     cells: list[tuple[str, str, str, dict[str, Any]]] = []
     suite = load_suite()
     for index, task in enumerate(suite):

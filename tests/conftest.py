@@ -75,7 +75,9 @@ def copy_profiles(path: Path, trace_dir: Path, explore: Mapping[str, Any] | None
     traces under ``trace_dir`` and ``explore`` (fields) laid over the explore profile; returns
     ``path``: a configuration file a sweep or the CLI can take by path."""
     raw = yaml.safe_load((REPO / "profiles.yaml").read_text())
-    raw["profiles"]["explore"].update(explore or {})
+    # Scripted turns answer themselves: the model writes the answer under `retrieval-start` (under
+    # the shipped `rank` the harness writes it, and each judge call would take a scripted turn).
+    raw["profiles"]["explore"].update({"scaffold": "retrieval-start", **(explore or {})})
     for prof in raw["profiles"].values():
         prof["system_prompt_file"] = str(REPO / prof["system_prompt_file"])
     raw["trace_dir"] = str(trace_dir)

@@ -282,7 +282,10 @@ def test_the_fake_endpoint_answers_the_native_protocol_which_the_environment_sel
         assert {config.models[c].tool_protocol for c in ("main", "light")} == {"native"}  # type: ignore[union-attr]
         config = config.model_copy(update={"trace_dir": str(tmp_path / "runs")})
         launcher = SubagentLauncher(config, workspace, trace_dir=tmp_path / "runs")
-        result = launcher.launch(SubagentRequest(task="Where is `login` defined?"))
+        written_by_model = config.scaffold("retrieval-start").resolved()  # not `rank`: no judge calls
+        result = launcher.launch(
+            SubagentRequest(task="Where is `login` defined?", overrides=written_by_model)
+        )
     assert result.terminal_reason == "completed", result.detail
     calls = [e for e in read_trace(result.trace_path) if isinstance(e, ModelCalled)]
     assert calls and all(e.finish_reason == "tool_calls" for e in calls)  # every reply a tool call

@@ -37,6 +37,10 @@ LOOSE = {
 }
 """As the unit tests: scripted turns call the full tools with any path and answer when they like."""
 
+SCRIPTED_SCAFFOLD = "retrieval-start"
+"""The scaffold these scripted turns were written for: the model writes the answer (under the
+shipped `rank` the harness writes it, and a judge call would take a scripted turn)."""
+
 TASK = "Where is login implemented?"
 AUTH_PY = (
     "import hashlib\n\n\ndef login(user, password):\n    return check_password(user, password)\n\n\n"
@@ -78,7 +82,9 @@ def explore_run(root: str | Path) -> Any:
             final(ANSWER),
         ]
     )
-    return sl.explore(TASK, make_workspace(root), model, runs_dir=root / "runs", **LOOSE)
+    return sl.explore(
+        TASK, make_workspace(root), model, runs_dir=root / "runs", scaffold=SCRIPTED_SCAFFOLD, **LOOSE
+    )
 
 
 def _sweep_factory(choice: str, cfg: object) -> Any:
@@ -104,6 +110,7 @@ def sweep_runs(root: str | Path, tasks: tuple[str, ...] = (SWEEP_TASK,)) -> Any:
         cache=False,
         name="browser",
         runs_dir=root / "runs",
+        scaffolds=[SCRIPTED_SCAFFOLD],
         progress=False,
         **LOOSE,
     )

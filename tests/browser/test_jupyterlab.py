@@ -19,6 +19,7 @@ from typing import Any
 import nbformat
 import pytest
 
+from . import scenario
 from .conftest import JupyterLab
 
 pytestmark = pytest.mark.browser
@@ -202,8 +203,11 @@ def test_widgets_in_jupyterlab(jupyter_lab: JupyterLab, page: Any, artifacts: Pa
     rows = explorer.locator(".widget-html table tbody tr")
     expect(count).to_have_text("4 of 4 runs")
     expect(rows).to_have_count(4)
-    for key in ("light|s4", "light|default", "main|s4", "main|default"):
-        expect(explorer.locator("table")).to_contain_text(f"yaml-safe-load|{key}|0")
+    for model, variant in (("light", "s4"), ("light", "default"), ("main", "s4"), ("main", "default")):
+        key = (
+            f"yaml-safe-load|{model}|{scenario.SCRIPTED_SCAFFOLD}|{variant}|0"  # a named scaffold: in the key
+        )
+        expect(explorer.locator("table")).to_contain_text(key)
     explorer.scroll_into_view_if_needed()
     explorer.screenshot(path=artifacts / "explorer-all.png")
 
@@ -226,7 +230,7 @@ def test_widgets_in_jupyterlab(jupyter_lab: JupyterLab, page: Any, artifacts: Pa
 
     # ... and selecting a run opens its inspector below the table
     labelled(explorer, ".widget-dropdown", "run").locator("select").select_option(
-        label="yaml-safe-load|main|default|0 — completed"
+        label=f"yaml-safe-load|main|{scenario.SCRIPTED_SCAFFOLD}|default|0 — completed"
     )
     nested = explorer.locator(".sl-header")
     expect(nested).to_be_visible()

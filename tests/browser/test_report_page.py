@@ -87,7 +87,7 @@ def test_report_in_the_browser(browser_context: Any, artifacts: Path, tmp_path: 
 
         drill = page.locator("details.sl-run")
         expect(drill).to_have_count(8)
-        main = drill.filter(has_text=f"{scenario.SWEEP_TASK}|main|default|0")
+        main = drill.filter(has_text=f"{scenario.SWEEP_TASK}|main|{scenario.SCRIPTED_SCAFFOLD}|default|0")
         expect(main.locator(".sl-step").first).to_be_hidden()  # closed until clicked
         main.locator(":scope > summary").click()
         expect(main.locator(".sl-step").first).to_be_visible()
@@ -95,7 +95,7 @@ def test_report_in_the_browser(browser_context: Any, artifacts: Path, tmp_path: 
         expect(main).to_contain_text('Grep({"pattern": "def safe_load"})')
         expect(main.locator(".sl-contract")).to_contain_text("final contract")
         expect(main.locator(".sl-contract .sl-grounded").first).to_be_visible()
-        light = drill.filter(has_text=f"{scenario.SWEEP_TASK}|light|default|0")
+        light = drill.filter(has_text=f"{scenario.SWEEP_TASK}|light|{scenario.SCRIPTED_SCAFFOLD}|default|0")
         light.locator(":scope > summary").click()
         expect(light.locator(".sl-header .sl-reason")).to_have_text("invalid_output")
         page.screenshot(path=artifacts / "report.png", full_page=True)

@@ -30,6 +30,7 @@ def config_path(tmp_path: Path) -> str:
             if "system_prompt_file" in prof:
                 prof["system_prompt_file"] = str(REPO / prof["system_prompt_file"])
     raw["trace_dir"] = str(tmp_path / "runs")
+    raw["profiles"]["explore"]["scaffold"] = "retrieval-start"  # the model writes the answer (not `rank`)
     path = tmp_path / "profiles.yaml"
     path.write_text(yaml.safe_dump(raw))
     return str(path)

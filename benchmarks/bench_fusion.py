@@ -24,6 +24,7 @@ import pandas as pd
 from subagent_lab.analysis.stats import mean_ci, paired_difference
 from subagent_lab.bench.scoring import score_run
 from subagent_lab.bench.suite import load_suite
+from subagent_lab.bench.task import BenchTask
 from subagent_lab.core.judge import fused_order
 from subagent_lab.core.trace import CandidateJudged, read_trace
 
@@ -32,11 +33,15 @@ CITED = 4
 TEST_SPLITS = ("mined-test", "test", "test-tree")
 
 
-def fusion_rows(rows: pd.DataFrame, tasks: str, sweep: Path | None = None) -> list[dict[str, object]]:
-    """One row per run with judged units and per mix: the re-fused answer's scores. ``sweep``: the
-    sweep directory a row's relative ``trace_path`` is under (rows keep paths relative to it)."""
+JudgedRun = tuple[BenchTask, str, list[tuple[str, int, float]]]
+
+
+def judged_runs(rows: pd.DataFrame, tasks: str, sweep: Path | None = None) -> list[JudgedRun]:
+    """Each run with judged units: its task (with gold), its model and its ``(item, rank, P(yes))``
+    triples from the trace's ``candidate_judged`` events. ``sweep``: the sweep directory a row's
+    relative ``trace_path`` is under (rows keep paths relative to it)."""
     by_id = {t.id: t for t in load_suite(tasks)}
-    out: list[dict[str, object]] = []
+    out: list[JudgedRun] = []
     for _, row in rows.iterrows():
         task = by_id.get(str(row["task_id"]))
         trace = Path(str(row.get("trace_path") or ""))
@@ -45,46 +50,43 @@ def fusion_rows(rows: pd.DataFrame, tasks: str, sweep: Path | None = None) -> li
         if task is None or not task.gold or not trace.is_file():
             continue
         judged = [(e.item, e.rank, e.p_yes) for e in read_trace(trace) if isinstance(e, CandidateJudged)]
-        if not judged:
-            continue
-        root = task.workspace_root()
+        if judged:
+            out.append((task, str(row["model_choice"]), judged))
+    return out
+
+
+def _scores(task: BenchTask, evidence: list[str]) -> dict[str, object]:
+    answer = {"status": "completed", "summary": task.prompt, "findings": [], "evidence": evidence}
+    return score_run(task, answer, task.workspace_root()).model_dump()
+
+
+def fusion_rows(runs: list[JudgedRun]) -> list[dict[str, object]]:
+    """One row per run and mix: the re-fused answer's scores."""
+    out: list[dict[str, object]] = []
+    for task, model, judged in runs:
         for mix in MIXES:
-            evidence = fused_order(judged, mix)[:CITED]
-            answer = {"status": "completed", "summary": task.prompt, "findings": [], "evidence": evidence}
-            score = score_run(task, answer, root).model_dump()
+            score = _scores(task, fused_order(judged, mix)[:CITED])
             out.append({
-                "task_id": task.id, "model": str(row["model_choice"]), "model_choice": f"mix={mix}",
+                "task_id": task.id, "model": model, "model_choice": f"mix={mix}",
                 "func_acc_at5": score["func_acc_at5"], "unit_recall_at4": score["unit_recall_at4"],
             })  # fmt: skip
     return out
 
 
-def judged_rows(rows: pd.DataFrame, tasks: str, sweep: Path | None = None) -> pd.DataFrame:
-    """One row per judged candidate of a model run: task, model, retrieval rank, P(yes) and
-    ``gold`` (1 where the candidate alone names a gold function, its function Acc@5)."""
-    by_id = {t.id: t for t in load_suite(tasks)}
-    out: list[dict[str, object]] = []
-    for _, row in rows.iterrows():
-        task = by_id.get(str(row["task_id"]))
-        trace = Path(str(row.get("trace_path") or ""))
-        if sweep is not None and not trace.is_absolute():
-            trace = sweep / trace
-        if task is None or not task.gold or not trace.is_file():
-            continue
-        root = task.workspace_root()
-        for e in read_trace(trace):
-            if isinstance(e, CandidateJudged):
-                answer = {"status": "completed", "summary": task.prompt, "findings": [], "evidence": [e.item]}
-                gold = score_run(task, answer, root).func_acc_at5
-                out.append(
-                    {
-                        "task_id": task.id,
-                        "model": str(row["model_choice"]),
-                        "rank": e.rank,
-                        "p_yes": e.p_yes,
-                        "gold": gold,
-                    }
-                )
+def judged_rows(runs: list[JudgedRun]) -> pd.DataFrame:
+    """One row per judged candidate: task, model, retrieval rank, P(yes) and ``gold`` (1 where the
+    candidate alone names a gold function, its function Acc@5)."""
+    out = [
+        {
+            "task_id": task.id,
+            "model": model,
+            "rank": rank,
+            "p_yes": p,
+            "gold": _scores(task, [item])["func_acc_at5"],
+        }
+        for task, model, judged in runs
+        for item, rank, p in judged
+    ]
     return pd.DataFrame(out)
 
 
@@ -137,12 +139,13 @@ def main() -> int:
     args = parser.parse_args()
     if args.tasks in TEST_SPLITS or "test" in Path(args.tasks).stem:
         parser.error(f"{args.tasks}: a test split; mix is chosen on dev only")
-    df = pd.DataFrame(fusion_rows(pd.read_csv(args.rows), args.tasks, args.sweep))
+    runs = judged_runs(pd.read_csv(args.rows), args.tasks, args.sweep)
+    df = pd.DataFrame(fusion_rows(runs))
     if df.empty:
         print("no run with judged candidates (candidate_judged events) among the rows")
         return 1
     report(df)
-    report_discrimination(judged_rows(pd.read_csv(args.rows), args.tasks, args.sweep))
+    report_discrimination(judged_rows(runs))
     return 0
 
 
